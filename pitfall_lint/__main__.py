@@ -1,0 +1,3 @@
+from pitfall_lint.cli import main
+
+main()

@@ -1,0 +1,162 @@
+"""The `pitfall-lint` command: check (the default), rules, explain."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+
+from pitfall_lint import __version__
+from pitfall_lint.config import Config, ConfigError, check_codes, find_pyproject, load_config, matches
+from pitfall_lint.diagnostic import PARSE_ERROR, Diagnostic, RuleInfo
+from pitfall_lint.docs import rule_document
+from pitfall_lint.engine import Engine
+from pitfall_lint.files import Excluder, MissingPathError, discover, display_path
+from pitfall_lint.report import Report, writers
+from pitfall_lint.rules import all_rules
+from pitfall_lint.rules.base import Rule
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+class _DefaultToCheck(click.Group):
+    """`pitfall-lint PATH...` means `pitfall-lint check PATH...`, as `ruff PATH` once did."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h", "--version")):
+            args = ["check", *args]
+        return super().parse_args(ctx, args)
+
+
+def _fail(message: str) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(EXIT_ERROR)
+
+
+def _infos() -> list[RuleInfo]:
+    return [PARSE_ERROR, *(rule.info for rule in all_rules())]
+
+
+def _split(values: Sequence[str]) -> list[str]:
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+@click.group(cls=_DefaultToCheck, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="pitfall-lint")
+def main() -> None:
+    """Find PyTorch parallel-training pitfalls (DataParallel, DDP, multiprocessing) before they fail."""
+
+
+def _selected_rules(config: Config, select: list[str], extend: list[str], ignore: list[str]) -> tuple[list[type[Rule]], list[str]]:
+    codes = [info.code for info in _infos()]
+    select_cli = check_codes("--select", select, codes)
+    extend_all = (*config.extend_select, *check_codes("--extend-select", extend, codes))
+    ignore_all = (*config.ignore, *check_codes("--ignore", ignore, codes))
+    chosen = select_cli or config.select
+
+    def enabled(info: RuleInfo) -> bool:
+        on = matches(info.code, chosen) if chosen is not None else info.enabled_by_default
+        return (on or matches(info.code, extend_all)) and not matches(info.code, ignore_all)
+
+    rules = [rule for rule in all_rules() if enabled(rule.info)]
+    return rules, list(ignore_all)
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--format", "output_format", type=click.Choice(["text", "json", "github", "sarif"]), default="text", show_default=True, help="Output format.")
+@click.option("--select", multiple=True, help="Only these codes or prefixes (comma-separated, repeatable; ALL for every rule).")
+@click.option("--extend-select", multiple=True, help="Codes or prefixes to add to the selection.")
+@click.option("--ignore", multiple=True, help="Codes or prefixes to leave out.")
+@click.option("--exclude", multiple=True, help="Glob patterns of files and folders to skip (replaces the configured list).")
+@click.option("--extend-exclude", multiple=True, help="Glob patterns to skip in addition to the configured ones.")
+@click.option("--force-exclude", is_flag=True, help="Apply the exclusions to paths named on the command line too (for pre-commit).")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="A pyproject.toml to read instead of the nearest one.")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
+def check(
+    paths: tuple[str, ...],
+    output_format: str,
+    select: tuple[str, ...],
+    extend_select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    exclude: tuple[str, ...],
+    extend_exclude: tuple[str, ...],
+    force_exclude: bool,
+    config_path: str | None,
+    exit_zero: bool,
+) -> None:
+    """Check PATHS (files or folders; the current folder by default)."""
+    codes = [info.code for info in _infos()]
+    try:
+        source = Path(config_path) if config_path else find_pyproject(Path.cwd())
+        config = load_config(source, codes)
+        rules, ignored = _selected_rules(config, _split(select), _split(extend_select), _split(ignore))
+        patterns = [*(_split(exclude) or config.exclude), *config.extend_exclude, *_split(extend_exclude)]
+        files = discover(paths or ["."], Excluder(patterns, config.root), force_exclude)
+    except (ConfigError, MissingPathError) as error:
+        _fail(str(error))
+    if not files:
+        click.echo("warning: no Python files found under the given paths", err=True)
+    engine = Engine(rules)
+    diagnostics: list[Diagnostic] = []
+    internal_errors = 0
+    root = config.root.resolve()
+    for result in engine.check_files(display_path(f) for f in files):
+        if result.internal_error:
+            internal_errors += 1
+            click.echo(f"error: {result.path}: {result.internal_error}", err=True)
+        skipped = _per_file_ignores(config, root, result.path)
+        diagnostics.extend(
+            d for d in result.diagnostics if not (d.code == PARSE_ERROR.code and matches(d.code, ignored)) and not matches(d.code, skipped)
+        )
+    infos = [PARSE_ERROR, *(rule.info for rule in rules)]
+    writers()[output_format](Report(sorted(diagnostics), infos, len(files)), sys.stdout)
+    if internal_errors:
+        sys.exit(EXIT_ERROR)
+    sys.exit(EXIT_FINDINGS if diagnostics and not exit_zero else EXIT_CLEAN)
+
+
+def _per_file_ignores(config: Config, root: Path, path: str) -> tuple[str, ...]:
+    if not config.per_file_ignores:
+        return ()
+    absolute = Path(path).resolve()
+    relative = absolute.relative_to(root).as_posix() if absolute.is_relative_to(root) else Path(path).as_posix()
+    return config.ignored_for(relative)
+
+
+@main.command("rules")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def list_rules(output_format: str) -> None:
+    """List every rule: code, name, default state, severity, whether `verify` can confirm it."""
+    infos = _infos()
+    if output_format == "json":
+        rows = [
+            {"code": i.code, "name": i.name, "summary": i.summary, "severity": i.severity,
+             "enabled_by_default": i.enabled_by_default, "verifiable": i.verifiable}
+            for i in infos
+        ]
+        click.echo(json.dumps(rows, indent=2))
+        return
+    width = max(len(i.name) for i in infos)
+    click.echo(f"{'code':<7} {'name':<{width}} {'default':<7} {'severity':<8} {'verify':<6} summary")
+    for i in infos:
+        default = "on" if i.enabled_by_default else "off"
+        verify = "yes" if i.verifiable else "no"
+        click.echo(f"{i.code:<7} {i.name:<{width}} {default:<7} {i.severity:<8} {verify:<6} {i.summary}")
+
+
+@main.command()
+@click.argument("rule")
+def explain(rule: str) -> None:
+    """Print the document of RULE (a code such as PFL101, or a name)."""
+    wanted = rule.strip()
+    info = next((i for i in _infos() if wanted.upper() == i.code or wanted.lower() == i.name), None)
+    if info is None:
+        _fail(f"unknown rule '{rule}'; `pitfall-lint rules` lists them")
+    document = rule_document(info.code, info.name)
+    if document is None:
+        _fail(f"the document of {info.code} is missing from this installation")
+    click.echo(document, nl=False)

@@ -1,0 +1,114 @@
+"""`[tool.pitfall-lint]` from the nearest pyproject.toml, validated, merged with the command line."""
+
+from __future__ import annotations
+
+import fnmatch
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+SECTION = "tool.pitfall-lint"
+_LIST_KEYS = ("select", "extend-select", "ignore", "exclude", "extend-exclude")
+_KNOWN_KEYS = (*_LIST_KEYS, "per-file-ignores")
+
+
+class ConfigError(Exception):
+    """A one-line message that names the file and the key."""
+
+
+@dataclass(frozen=True)
+class Config:
+    root: Path
+    source: Path | None = None
+    select: tuple[str, ...] | None = None
+    extend_select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    extend_exclude: tuple[str, ...] = ()
+    per_file_ignores: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def ignored_for(self, relative_path: str) -> tuple[str, ...]:
+        name = relative_path.rpartition("/")[2]
+        return tuple(
+            code
+            for pattern, codes in self.per_file_ignores.items()
+            if fnmatch.fnmatchcase(relative_path, pattern) or fnmatch.fnmatchcase(name, pattern)
+            for code in codes
+        )
+
+
+def find_pyproject(start: Path) -> Path | None:
+    """The closest pyproject.toml, from `start` upwards, that has a [tool.pitfall-lint] table."""
+    for folder in [start, *start.parents]:
+        candidate = folder / "pyproject.toml"
+        try:
+            text = candidate.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if SECTION in text:
+            return candidate
+    return None
+
+
+def _strings(where: str, value: object) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}: expected a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def load_config(path: Path | None, known_codes: Sequence[str]) -> Config:
+    if path is None:
+        return Config(root=Path.cwd())
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{path}: cannot read: {error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: invalid TOML: {error}") from None
+    table = document.get("tool", {}).get("pitfall-lint", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [{SECTION}] must be a table")
+    for key in table:
+        if key not in _KNOWN_KEYS:
+            raise ConfigError(f"{path}: [{SECTION}] unknown key '{key}' (known: {', '.join(_KNOWN_KEYS)})")
+    values = {key: _strings(f"{path}: [{SECTION}] {key}", table[key]) for key in _LIST_KEYS if key in table}
+    for key in ("select", "extend-select", "ignore"):
+        check_codes(f"{path}: [{SECTION}] {key}", values.get(key, ()), known_codes)
+    per_file = table.get("per-file-ignores", {})
+    if not isinstance(per_file, dict):
+        raise ConfigError(f"{path}: [{SECTION}] per-file-ignores: expected a table of pattern = [codes]")
+    per_file_ignores = {}
+    for pattern, codes in per_file.items():
+        where = f"{path}: [{SECTION}] per-file-ignores.{pattern}"
+        per_file_ignores[pattern] = check_codes(where, _strings(where, codes), known_codes)
+    return Config(
+        root=path.parent,
+        source=path,
+        select=values.get("select"),
+        extend_select=values.get("extend-select", ()),
+        ignore=values.get("ignore", ()),
+        exclude=values.get("exclude", ()),
+        extend_exclude=values.get("extend-exclude", ()),
+        per_file_ignores=per_file_ignores,
+    )
+
+
+def check_codes(where: str, selectors: Iterable[str], known_codes: Sequence[str]) -> tuple[str, ...]:
+    """Codes or prefixes (`PFL1`), or ALL; each must name at least one rule."""
+    checked = []
+    for selector in selectors:
+        normal = selector.strip().upper()
+        if not normal or (normal != "ALL" and not any(code.startswith(normal) for code in known_codes)):
+            raise ConfigError(f"{where}: '{selector}' matches no rule code")
+        checked.append(normal)
+    return tuple(checked)
+
+
+def matches(code: str, selectors: Iterable[str]) -> bool:
+    return any(s == "ALL" or code.startswith(s) for s in selectors)

@@ -1,0 +1,48 @@
+"""What a rule sees of the file being checked."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+
+from pitfall_lint.diagnostic import Diagnostic, RuleInfo
+from pitfall_lint.names import NameResolver
+from pitfall_lint.source import SourceText
+
+
+class FileContext:
+    """Shared by every rule during the single traversal of one file."""
+
+    def __init__(self, path: str, tree: ast.Module, text: SourceText) -> None:
+        self.path = path
+        self.tree = tree
+        self.text = text
+        self.resolver = NameResolver(tree)
+        # The nodes enclosing the node being visited, outermost first; kept by the engine.
+        self.ancestors: list[ast.AST] = []
+        self.diagnostics: list[Diagnostic] = []
+        # Per-file memo for the analysis helpers, so each fact is computed once for all rules.
+        self.memo: dict[object, object] = {}
+
+    def qualified_name(self, expr: ast.AST, ancestors: Sequence[ast.AST] | None = None) -> str | None:
+        return self.resolver.qualified_name(expr, self.ancestors if ancestors is None else ancestors)
+
+    def report(self, info: RuleInfo, node: ast.AST, message: str) -> None:
+        line = getattr(node, "lineno", 1)
+        end_line = getattr(node, "end_lineno", None) or line
+        column = self.text.column(line, getattr(node, "col_offset", 0))
+        end_offset = getattr(node, "end_col_offset", None)
+        end_column = self.text.column(end_line, end_offset) if end_offset is not None else column
+        self.diagnostics.append(
+            Diagnostic(
+                path=self.path,
+                line=line,
+                column=column,
+                code=info.code,
+                name=info.name,
+                end_line=end_line,
+                end_column=end_column,
+                severity=info.severity,
+                message=message,
+            )
+        )

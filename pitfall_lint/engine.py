@@ -1,0 +1,103 @@
+"""One file: trigger prefilter, one parse, one traversal shared by all rules, then suppression."""
+
+from __future__ import annotations
+
+import ast
+import traceback
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+from pitfall_lint.context import FileContext
+from pitfall_lint.diagnostic import PARSE_ERROR, Diagnostic
+from pitfall_lint.rules.base import Rule
+from pitfall_lint.source import SourceText, decoding_error
+from pitfall_lint.suppress import is_suppressed
+
+
+@dataclass(frozen=True, slots=True)
+class FileResult:
+    path: str
+    diagnostics: tuple[Diagnostic, ...] = ()
+    # A bug of ours met while checking this file; the other files are still checked.
+    internal_error: str | None = None
+
+
+def _parse_error(path: str, message: str, line: int = 1, column: int = 1) -> FileResult:
+    info = PARSE_ERROR
+    diagnostic = Diagnostic(path, line, column, info.code, info.name, line, column, info.severity, message)
+    return FileResult(path, (diagnostic,))
+
+
+def _describe_internal_error(error: Exception) -> str:
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if "pitfall_lint" in f.filename]
+    where = f" at {frames[-1].filename.rpartition('pitfall_lint')[2].lstrip('/')}:{frames[-1].lineno}" if frames else ""
+    return f"internal error{where}: {type(error).__name__}: {error}"
+
+
+class Engine:
+    def __init__(self, rules: Sequence[type[Rule]]) -> None:
+        self._rules = tuple(rules)
+        self._trigger_bytes = [tuple(t.encode() for t in rule.triggers) for rule in self._rules]
+
+    def check_file(self, path: str) -> FileResult:
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except OSError as error:
+            return _parse_error(path, f"cannot read file: {error.strerror or error}")
+        return self.check_source(path, data)
+
+    def check_files(self, paths: Iterable[str]) -> Iterator[FileResult]:
+        for path in paths:
+            yield self.check_file(path)
+
+    def check_source(self, path: str, data: bytes) -> FileResult:
+        applicable = [
+            rule for rule, tokens in zip(self._rules, self._trigger_bytes) if any(t in data for t in tokens)
+        ]
+        if not applicable:
+            # Not parsed, which is what keeps the linter fast; undecodable bytes are still worth a word.
+            reason = decoding_error(data)
+            return _parse_error(path, f"cannot decode: {reason}") if reason else FileResult(path)
+        try:
+            tree = ast.parse(data, filename=path)
+        except SyntaxError as error:
+            return _parse_error(path, f"cannot parse: {error.msg}", error.lineno or 1, max(error.offset or 1, 1))
+        except (ValueError, MemoryError, RecursionError) as error:
+            return _parse_error(path, f"cannot parse: {error}")
+        text = SourceText(data)
+        ctx = FileContext(path, tree, text)
+        try:
+            rules = [rule(ctx) for rule in applicable]
+            self._traverse(ctx, rules)
+            for rule in rules:
+                rule.finish()
+        except Exception as error:  # one bad file must never stop the others
+            return FileResult(path, internal_error=_describe_internal_error(error))
+        kept = (d for d in ctx.diagnostics if not is_suppressed(d.code, text.line(d.line)))
+        return FileResult(path, tuple(sorted(set(kept))))
+
+    @staticmethod
+    def _traverse(ctx: FileContext, rules: Sequence[Rule]) -> None:
+        dispatch: dict[type[ast.AST], list[Callable[[ast.AST], None]]] = {}
+        for rule in rules:
+            for node_type in rule.subscriptions:
+                dispatch.setdefault(node_type, []).append(rule.visit)
+        for node_type in (ast.Import, ast.ImportFrom):
+            dispatch.setdefault(node_type, []).insert(
+                0, lambda node: ctx.resolver.note_local_import(node, ctx.ancestors)  # type: ignore[arg-type]
+            )
+        ancestors = ctx.ancestors
+        stack: list[tuple[ast.AST, int]] = [(ctx.tree, 0)]
+        iter_children = ast.iter_child_nodes
+        while stack:
+            node, depth = stack.pop()
+            del ancestors[depth:]
+            handlers = dispatch.get(type(node))
+            if handlers:
+                for handler in handlers:
+                    handler(node)
+            ancestors.append(node)
+            children = list(iter_children(node))
+            children.reverse()
+            stack.extend((child, depth + 1) for child in children)

@@ -1,0 +1,25 @@
+"""Reporters: each turns the same diagnostics into one output format."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TextIO
+
+from pitfall_lint.diagnostic import Diagnostic, RuleInfo
+
+
+@dataclass(frozen=True)
+class Report:
+    diagnostics: Sequence[Diagnostic]
+    rules: Sequence[RuleInfo]  # every rule that ran, for formats that describe them
+    files_checked: int
+
+
+Writer = Callable[[Report, TextIO], None]
+
+
+def writers() -> dict[str, Writer]:
+    from pitfall_lint.report import github, json_format, sarif, text
+
+    return {"text": text.write, "json": json_format.write, "github": github.write, "sarif": sarif.write}

@@ -1,0 +1,18 @@
+"""One JSON object for programs: the version and every diagnostic with 1-based positions."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import TextIO
+
+from pitfall_lint import __version__
+from pitfall_lint.report import Report
+
+_FIELDS = ("code", "name", "path", "line", "column", "end_line", "end_column", "severity", "message")
+
+
+def write(report: Report, out: TextIO) -> None:
+    diagnostics = [{key: asdict(d)[key] for key in _FIELDS} for d in report.diagnostics]
+    json.dump({"version": __version__, "diagnostics": diagnostics}, out, indent=2)
+    out.write("\n")

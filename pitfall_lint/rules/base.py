@@ -1,0 +1,32 @@
+"""The rule contract: a rule subscribes to node types and reports; it never walks, reads or prints."""
+
+from __future__ import annotations
+
+import ast
+from typing import ClassVar
+
+from pitfall_lint.context import FileContext
+from pitfall_lint.diagnostic import RuleInfo
+
+
+class Rule:
+    """One pitfall. A fresh instance checks each file, so it may keep per-file state."""
+
+    info: ClassVar[RuleInfo]
+    # Source substrings of which at least one must appear for the rule to apply; a file holding
+    # none of any enabled rule's triggers is not parsed at all.
+    triggers: ClassVar[tuple[str, ...]]
+    # Node types passed to `visit`, in source order, during the engine's one traversal.
+    subscriptions: ClassVar[tuple[type[ast.AST], ...]] = ()
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+
+    def visit(self, node: ast.AST) -> None:
+        """Called for each subscribed node; `self.ctx.ancestors` holds its enclosing nodes."""
+
+    def finish(self) -> None:
+        """Called once after the traversal, for rules that decide with the whole file in view."""
+
+    def report(self, node: ast.AST, message: str) -> None:
+        self.ctx.report(self.info, node, message)

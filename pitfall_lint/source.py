@@ -1,0 +1,44 @@
+"""Reading Python source the way the interpreter does (PEP 263 cookies, BOM, any newline)."""
+
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+from functools import cached_property
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+def decoding_error(data: bytes) -> str | None:
+    """Why the bytes are not text in their declared encoding (UTF-8 unless a BOM or cookie says so)."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        data.decode(encoding)
+    except (SyntaxError, LookupError, UnicodeDecodeError) as error:
+        return str(error)
+    return None
+
+
+class SourceText:
+    """Decoded lines of a file, made only when a diagnostic needs them."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    @cached_property
+    def lines(self) -> list[str]:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(self._data).readline)
+        return _NEWLINE.split(self._data.decode(encoding, errors="replace"))
+
+    def line(self, number: int) -> str:
+        """The text of a 1-based line, '' past the end."""
+        lines = self.lines
+        return lines[number - 1] if 0 < number <= len(lines) else ""
+
+    def column(self, line: int, byte_offset: int) -> int:
+        """A 1-based character column from the UTF-8 byte offset that `ast` reports."""
+        text = self.line(line)
+        if text.isascii():
+            return byte_offset + 1
+        return len(text.encode("utf-8")[:byte_offset].decode("utf-8", errors="ignore")) + 1
