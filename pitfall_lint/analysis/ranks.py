@@ -1,0 +1,117 @@
+"""Is a statement restricted to one rank? Guards, early exits, decorators, per-rank paths, helpers."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Sequence
+
+from pitfall_lint.analysis.scopes import FUNCTIONS, decorator_names, local_value
+from pitfall_lint.context import FileContext
+
+# Identifiers that name a rank or a "this is the main process" predicate, in the spellings that
+# torch, torchrun, Lightning, Accelerate, timm, DeepSpeed and hand-written scripts use.
+_RANK_WORD = re.compile(
+    r"rank|main_process|is_main|master|primary|global_zero|local_zero|is_chief|is_root|procid|process_index"
+    r"|ordinal|gpu_id",
+    re.IGNORECASE,
+)
+_TERMINATORS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
+_MAX_HELPER_DEPTH = 3
+_MAX_VARIABLE_DEPTH = 3
+
+
+def mentions_rank(node: ast.AST) -> bool:
+    for child in ast.walk(node):
+        if isinstance(child, ast.Name) and _RANK_WORD.search(child.id):
+            return True
+        if isinstance(child, ast.Attribute) and _RANK_WORD.search(child.attr):
+            return True
+        if isinstance(child, ast.Constant) and isinstance(child.value, str) and _RANK_WORD.search(child.value):
+            return True
+    return False
+
+
+def _parents(ctx: FileContext) -> dict[int, ast.AST]:
+    key = ("parents",)
+    if key not in ctx.memo:
+        ctx.memo[key] = {id(child): node for node in ast.walk(ctx.tree) for child in ast.iter_child_nodes(node)}
+    return ctx.memo[key]  # type: ignore[return-value]
+
+
+def ancestors_of(ctx: FileContext, node: ast.AST) -> list[ast.AST]:
+    parents = _parents(ctx)
+    chain = []
+    while id(node) in parents:
+        node = parents[id(node)]
+        chain.append(node)
+    chain.reverse()
+    return chain
+
+
+def _exits_early_on_rank(statement: ast.stmt) -> bool:
+    """`if rank != 0: return` and its relatives."""
+    return (
+        isinstance(statement, ast.If)
+        and mentions_rank(statement.test)
+        and bool(statement.body)
+        and isinstance(statement.body[-1], _TERMINATORS)
+    )
+
+
+def _preceded_by_rank_exit(node: ast.AST, ancestors: Sequence[ast.AST]) -> bool:
+    chain = [*ancestors, node]
+    for parent, child in zip(chain, chain[1:]):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(parent, field, None)
+            if isinstance(block, list) and child in block:
+                if any(_exits_early_on_rank(s) for s in block[: block.index(child)]):
+                    return True
+    return False
+
+
+def path_mentions_rank(path: ast.AST, ancestors: Sequence[ast.AST], _depth: int = 0) -> bool:
+    """A checkpoint path that contains the rank, directly or through local variables, is per rank."""
+    if mentions_rank(path):
+        return True
+    if _depth >= _MAX_VARIABLE_DEPTH:
+        return False
+    function = next((a for a in reversed(ancestors) if isinstance(a, FUNCTIONS)), None)
+    for name in (n for n in ast.walk(path) if isinstance(n, ast.Name)):
+        value = local_value(name.id, function, getattr(name, "lineno", 0))
+        if value is not None and path_mentions_rank(value, ancestors, _depth + 1):
+            return True
+    return False
+
+
+def _call_sites(ctx: FileContext, name: str) -> list[ast.Call]:
+    return [
+        node
+        for node in ast.walk(ctx.tree)
+        if isinstance(node, ast.Call)
+        and (
+            (isinstance(node.func, ast.Name) and node.func.id == name)
+            or (isinstance(node.func, ast.Attribute) and node.func.attr == name)
+        )
+    ]
+
+
+def is_restricted_to_one_rank(
+    ctx: FileContext, node: ast.AST, ancestors: Sequence[ast.AST], _depth: int = 0
+) -> bool:
+    """Whether something stops every rank but one (or one per file) from reaching `node`."""
+    for ancestor in ancestors:
+        if isinstance(ancestor, (ast.If, ast.IfExp, ast.While)) and mentions_rank(ancestor.test):
+            return True
+        if isinstance(ancestor, FUNCTIONS) and any(_RANK_WORD.search(d) for d in decorator_names(ancestor)):
+            return True
+    if _preceded_by_rank_exit(node, ancestors):
+        return True
+    function = next((a for a in reversed(ancestors) if isinstance(a, FUNCTIONS)), None)
+    if function is None or _depth >= _MAX_HELPER_DEPTH:
+        return False
+    # A helper whose every caller in this file is restricted is restricted too.
+    sites = _call_sites(ctx, function.name)
+    return bool(sites) and all(
+        is_restricted_to_one_rank(ctx, site, ancestors_of(ctx, site), _depth + 1) for site in sites
+    )

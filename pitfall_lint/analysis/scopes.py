@@ -1,0 +1,70 @@
+"""Finding the enclosing function, method and class of a node from its ancestors."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+
+FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def decorator_names(function: Function | ast.ClassDef) -> list[str]:
+    """Dotted names of the decorators, call or not (`@rank_zero_only`, `@torch.no_grad()`)."""
+    names = []
+    for decorator in function.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        names.append(ast.unparse(target))
+    return names
+
+
+def enclosing_method(ancestors: Sequence[ast.AST]) -> tuple[ast.ClassDef, Function] | None:
+    """The innermost function defined directly in a class body, with that class."""
+    for index in range(len(ancestors) - 1, 0, -1):
+        node, parent = ancestors[index], ancestors[index - 1]
+        if isinstance(node, FUNCTIONS) and isinstance(parent, ast.ClassDef):
+            return parent, node
+    return None
+
+
+def enclosing_class(ancestors: Sequence[ast.AST]) -> ast.ClassDef | None:
+    return next((a for a in reversed(ancestors) if isinstance(a, ast.ClassDef)), None)
+
+
+def enclosing_function(ancestors: Sequence[ast.AST]) -> Function | None:
+    return next((a for a in reversed(ancestors) if isinstance(a, FUNCTIONS)), None)
+
+
+def self_name(method: Function) -> str | None:
+    """The name of the instance parameter, None for static and class methods."""
+    if {"staticmethod", "classmethod"} & set(decorator_names(method)):
+        return None
+    positional = [*method.args.posonlyargs, *method.args.args]
+    return positional[0].arg if positional else None
+
+
+def is_name(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def mentions_name(node: ast.AST, name: str) -> bool:
+    """Whether `name` is read anywhere inside node, lambdas that rebind it excepted."""
+    if isinstance(node, ast.Lambda):
+        arguments = node.args
+        bound = {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]}
+        if name in bound:
+            return False
+    return is_name(node, name) or any(mentions_name(child, name) for child in ast.iter_child_nodes(node))
+
+
+def local_value(name: str, function: Function | None, before_line: int) -> ast.AST | None:
+    """The last simple assignment to `name` in the function before the given line."""
+    if function is None:
+        return None
+    value = None
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign) and node.lineno < before_line:
+            if any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+                if value is None or node.lineno >= getattr(value, "lineno", 0):
+                    value = node.value
+    return value

@@ -1,0 +1,57 @@
+"""PFL201: every rank writing one checkpoint file corrupts it."""
+
+from __future__ import annotations
+
+import ast
+
+from pitfall_lint.analysis.distributed import sets_up_distributed
+from pitfall_lint.analysis.ranks import is_restricted_to_one_rank, path_mentions_rank
+from pitfall_lint.analysis.scopes import enclosing_function, local_value
+from pitfall_lint.context import FileContext
+from pitfall_lint.diagnostic import RuleInfo
+from pitfall_lint.rules.base import Rule
+
+_PATH_POSITION = 1  # torch.save(obj, f, ...)
+
+
+class UnguardedTorchSave(Rule):
+    info = RuleInfo(
+        code="PFL201",
+        name="unguarded-torch-save",
+        summary="torch.save in distributed code that every rank runs: the ranks overwrite one file.",
+        severity="error",
+    )
+    triggers = ("save",)
+    subscriptions = (ast.Call,)
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._saves: list[tuple[ast.Call, list[ast.AST]]] = []
+
+    def visit(self, node: ast.AST) -> None:
+        assert isinstance(node, ast.Call)
+        if self.ctx.qualified_name(node.func) == "torch.save":
+            self._saves.append((node, list(self.ctx.ancestors)))
+
+    def _in_memory(self, path: ast.expr, ancestors: list[ast.AST]) -> bool:
+        """A save into an `io.BytesIO` buffer writes no shared file."""
+        if isinstance(path, ast.Name):
+            value = local_value(path.id, enclosing_function(ancestors), path.lineno)
+            return isinstance(value, ast.Call) and self.ctx.qualified_name(value.func, ancestors) == "io.BytesIO"
+        return isinstance(path, ast.Call) and self.ctx.qualified_name(path.func, ancestors) == "io.BytesIO"
+
+    def finish(self) -> None:
+        if not self._saves or not sets_up_distributed(self.ctx):
+            return
+        for call, ancestors in self._saves:
+            path = call.args[_PATH_POSITION] if len(call.args) > _PATH_POSITION else None
+            path = next((k.value for k in call.keywords if k.arg == "f"), path)
+            if path is not None and (path_mentions_rank(path, ancestors) or self._in_memory(path, ancestors)):
+                continue
+            if is_restricted_to_one_rank(self.ctx, call, ancestors):
+                continue
+            self.report(
+                call,
+                "`torch.save` runs on every rank, which then overwrite one file; guard it with "
+                "`if dist.get_rank() == 0:` or put the rank in the path",
+            )
