@@ -1,0 +1,33 @@
+"""Expected diagnostics are written in the checked source itself: `# expect: PFL101[, PFL201]`."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pitfall_lint.engine import Engine
+from pitfall_lint.rules import all_rules
+
+REPO = Path(__file__).resolve().parents[1]
+_EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>PFL\d{3}(?:\s*,\s*PFL\d{3})*)")
+
+
+def expected(source: str) -> set[tuple[str, int]]:
+    found = set()
+    for number, line in enumerate(source.splitlines(), start=1):
+        match = _EXPECT.search(line)
+        if match:
+            found.update((code.strip(), number) for code in match.group("codes").split(","))
+    return found
+
+
+def reported(source: str | bytes, path: str = "example.py") -> set[tuple[str, int]]:
+    data = source.encode() if isinstance(source, str) else source
+    result = Engine(all_rules()).check_source(path, data)
+    assert result.internal_error is None, result.internal_error
+    return {(d.code, d.line) for d in result.diagnostics}
+
+
+def assert_marks(source: str) -> None:
+    """The engine reports exactly the marked (code, line) pairs, and the source has marks or none by intent."""
+    assert reported(source) == expected(source)

@@ -1,0 +1,42 @@
+"""Every bundled fixture reports exactly what its `# expect:` marks say; fixed ones report nothing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from marks import REPO, expected, reported
+
+FIXTURES = sorted((REPO / "fixtures").glob("PFL*/*.py"))
+
+
+def test_every_rule_has_a_bad_and_a_fixed_fixture() -> None:
+    from pitfall_lint.rules import all_rules
+
+    for rule in all_rules():
+        folder = REPO / "fixtures" / f"{rule.info.code}-{rule.info.name}"
+        assert (folder / "bad.py").is_file() and (folder / "fixed.py").is_file(), folder
+        assert expected((folder / "bad.py").read_text()), f"{folder}/bad.py marks nothing"
+        assert not expected((folder / "fixed.py").read_text()), f"{folder}/fixed.py expects findings"
+
+
+@pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_fixture_reports_exactly_its_marks(fixture) -> None:
+    source = fixture.read_text()
+    assert reported(source, str(fixture)) == expected(source)
+
+
+def test_cli_on_fixture_folder_reports_exactly_the_marks() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "pitfall_lint", "check", "--format", "json", "fixtures"],
+        cwd=REPO, capture_output=True, text=True, check=False,
+    )
+    assert result.returncode == 1, result.stderr
+    found = {(d["path"], d["code"], d["line"]) for d in json.loads(result.stdout)["diagnostics"]}
+    marked = {
+        (str(f.relative_to(REPO)), code, line) for f in FIXTURES for code, line in expected(f.read_text())
+    }
+    assert found == marked

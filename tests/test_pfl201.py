@@ -1,0 +1,147 @@
+"""PFL201 unguarded-torch-save: what makes a file distributed, and every guard form that restricts a save."""
+
+from __future__ import annotations
+
+from textwrap import dedent
+
+import pytest
+
+from marks import assert_marks
+
+DDP_SETUP = """
+import os
+import torch
+import torch.distributed as dist
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+local_rank = int(os.environ["LOCAL_RANK"])
+"""
+
+CASES = {
+    "unguarded-at-top-level": """
+        torch.save({}, "ckpt.pt")  # expect: PFL201
+    """,
+    "aliased-save": """
+        from torch import save as tsave
+        def end():
+            tsave({}, "ckpt.pt")  # expect: PFL201
+    """,
+    "torch-module-alias": """
+        import torch as th
+        th.save({}, "ckpt.pt")  # expect: PFL201
+    """,
+    "loop-guard-unrelated-to-rank": """
+        for epoch in range(3):
+            if epoch % 2 == 0:
+                torch.save({}, "ckpt.pt")  # expect: PFL201
+    """,
+    # Restricted to one rank.
+    "rank-equals-zero": """
+        if rank == 0:
+            torch.save({}, "ckpt.pt")
+    """,
+    "not-rank": """
+        if not rank:
+            torch.save({}, "ckpt.pt")
+    """,
+    "get-rank-call": """
+        if dist.get_rank() == 0:
+            torch.save({}, "ckpt.pt")
+    """,
+    "local-rank-in-list": """
+        if local_rank in [-1, 0]:
+            torch.save({}, "ckpt.pt")
+    """,
+    "main-process-helper-and-conjunction": """
+        def is_main_process():
+            return dist.get_rank() == 0
+        for epoch in range(3):
+            if epoch % 10 == 0 and is_main_process():
+                torch.save({}, "ckpt.pt")
+    """,
+    "master-process-flag": """
+        master_process = rank == 0
+        if master_process:
+            torch.save({}, "ckpt.pt")
+    """,
+    "early-return": """
+        def save_checkpoint(state):
+            if rank != 0:
+                return
+            torch.save(state, "ckpt.pt")
+    """,
+    "decorator": """
+        from lightning.pytorch.utilities import rank_zero_only
+        @rank_zero_only
+        def save_checkpoint(state):
+            torch.save(state, "ckpt.pt")
+    """,
+    "helper-that-guards-inside-itself": """
+        def save_on_master(*args, **kwargs):
+            if dist.get_rank() == 0:
+                torch.save(*args, **kwargs)
+        save_on_master({}, "ckpt.pt")
+    """,
+    "helper-whose-callers-are-guarded": """
+        def write(state):
+            torch.save(state, "ckpt.pt")
+        def train():
+            if rank == 0:
+                write({})
+    """,
+    "path-with-rank": """
+        torch.save({}, f"ckpt_rank{rank}.pt")
+    """,
+    "path-variable-with-rank": """
+        def end(state):
+            path = os.path.join("out", f"shard-{dist.get_rank()}.pt")
+            torch.save(state, path)
+    """,
+    "path-keyword-with-rank": """
+        torch.save({}, f=f"ckpt_{local_rank}.pt")
+    """,
+    "in-memory-buffer": """
+        import io
+        def to_bytes(state):
+            buffer = io.BytesIO()
+            torch.save(state, buffer)
+            torch.save(state, io.BytesIO())
+            return buffer
+    """,
+    "accelerate-process-index-and-per-rank-name-through-variables": """
+        def save(accelerator, state, output_dir):
+            if accelerator.process_index == 0:
+                torch.save(state, "full.bin")
+            weights_name = f"model_rank{accelerator.process_index}.bin"
+            output_file = os.path.join(output_dir, weights_name)
+            torch.save(state, output_file)
+    """,
+    "local-function-named-save": """
+        def save(obj, path):
+            pass
+        save({}, "ckpt.pt")
+    """,
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_case(name: str) -> None:
+    assert_marks(DDP_SETUP + dedent(CASES[name]))
+
+
+@pytest.mark.parametrize(
+    "setup",
+    [
+        "import torch.distributed as dist\ndist.init_process_group('nccl')\n",
+        "from torch.nn.parallel import DistributedDataParallel as DDP\nmodel = DDP(model)\n",
+        "import os\nlocal_rank = int(os.environ['LOCAL_RANK'])\n",
+        "import os\nworld = int(os.getenv('WORLD_SIZE', '1'))\n",
+        "def main():\n    from torch import distributed\n    distributed.init_process_group('gloo')\n",
+    ],
+)
+def test_distributed_files_are_recognised(setup: str) -> None:
+    assert_marks("import torch\n" + setup + "torch.save({}, 'c.pt')  # expect: PFL201\n")
+
+
+def test_single_process_script_is_not_flagged() -> None:
+    assert_marks("import torch\nmodel = torch.nn.Linear(2, 2)\ntorch.save(model.state_dict(), 'c.pt')\n")

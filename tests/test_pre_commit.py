@@ -1,0 +1,164 @@
+"""Run the published pre-commit hook end to end with the real `pre-commit` tool.
+
+pre-commit installs the hook from a git commit into its own virtualenv, exactly as it
+would for a user, so this catches a broken `.pre-commit-hooks.yaml`, console script or
+packaging mistake that in-process tests cannot see.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+FIXTURE_DIR = REPO_ROOT / "fixtures" / "PFL201-unguarded-torch-save"
+HOOK_ID = "pitfall-lint"
+TIMEOUT_S = 300
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    """Environment for git and pre-commit, minus what would make them lie.
+
+    GIT_* variables are set when pytest itself runs from a git hook and would point git
+    at the outer repository; SKIP is pre-commit's opt-out and would skip our hook.
+    """
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith("GIT_") and k != "SKIP"
+    }
+    env.update(extra)
+    return env
+
+
+def _git(cwd: Path, *args: str) -> str:
+    proc = subprocess.run(
+        ["git", *args],
+        cwd=cwd,
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert proc.returncode == 0, (
+        f"git {' '.join(args)} in {cwd}:\n{proc.stdout}\n{proc.stderr}"
+    )
+    return proc.stdout
+
+
+def _init_repo(path: Path) -> None:
+    """A repo that can commit whatever the user's global git config says."""
+    _git(path, "init", "-q")
+    _git(path, "config", "user.email", "tests@pitfall-lint.invalid")
+    _git(path, "config", "user.name", "pitfall-lint tests")
+    _git(path, "config", "commit.gpgsign", "false")
+
+
+def _snapshot_working_tree(dest: Path) -> str:
+    """Commit the checkout's current files to a new repo at `dest`; return the sha.
+
+    pre-commit installs hooks from a commit. `try-repo` does snapshot a dirty tree, but
+    its snapshot leaves out untracked files and needs HEAD to exist, so new modules or
+    a repository without commits would be tested wrongly or not at all.
+    """
+    listed = _git(
+        REPO_ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard"
+    )
+    for rel in filter(None, listed.split("\0")):
+        src = REPO_ROOT / rel
+        # Skips files still in the index but deleted from the working tree.
+        if src.is_file():
+            target = dest / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, target)
+    _init_repo(dest)
+    _git(dest, "add", "-A")
+    _git(dest, "commit", "-q", "--no-verify", "-m", "snapshot")
+    return _git(dest, "rev-parse", "HEAD").strip()
+
+
+@dataclass(frozen=True)
+class HookSetup:
+    config: Path
+    env: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+def hook_setup(tmp_path_factory: pytest.TempPathFactory) -> HookSetup:
+    """One hook repo and one PRE_COMMIT_HOME per module, so the hook env is built once.
+
+    This is the config `pre-commit try-repo` would write, but `try-repo` keeps its
+    store in a throwaway directory and ignores PRE_COMMIT_HOME, so it would rebuild
+    the env on every call.
+    """
+    if importlib.util.find_spec("pre_commit") is None:
+        pytest.fail(
+            "pre-commit is a test dependency and is not installed: "
+            "pip install -e '.[test]'",
+            pytrace=False,
+        )
+    hook_repo = tmp_path_factory.mktemp("hook-repo")
+    rev = _snapshot_working_tree(hook_repo)
+    config = tmp_path_factory.mktemp("config") / ".pre-commit-config.yaml"
+    repos = [{"repo": str(hook_repo), "rev": rev, "hooks": [{"id": HOOK_ID}]}]
+    # JSON is valid YAML.
+    config.write_text(json.dumps({"repos": repos}), encoding="utf-8")
+    home = tmp_path_factory.mktemp("pre-commit-home")
+    return HookSetup(config=config, env=_clean_env(PRE_COMMIT_HOME=str(home)))
+
+
+def _run_hook(
+    setup: HookSetup, workdir: Path, fixture: Path
+) -> subprocess.CompletedProcess[str]:
+    """Run the hook on `fixture`, copied and staged into a new git repo at `workdir`."""
+    _init_repo(workdir)
+    shutil.copyfile(fixture, workdir / fixture.name)
+    _git(workdir, "add", fixture.name)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pre_commit",
+            "run",
+            "--config",
+            str(setup.config),
+            "--color",
+            "never",
+            "--files",
+            fixture.name,
+        ],
+        cwd=workdir,
+        env=setup.env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+
+
+def _describe(proc: subprocess.CompletedProcess[str]) -> str:
+    return (
+        f"exit code {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    )
+
+
+def test_hook_reports_unguarded_torch_save(
+    hook_setup: HookSetup, tmp_path: Path
+) -> None:
+    proc = _run_hook(hook_setup, tmp_path, FIXTURE_DIR / "bad.py")
+    assert proc.returncode != 0, _describe(proc)
+    assert "PFL201" in proc.stdout + proc.stderr, _describe(proc)
+
+
+def test_hook_passes_fixed_file(hook_setup: HookSetup, tmp_path: Path) -> None:
+    proc = _run_hook(hook_setup, tmp_path, FIXTURE_DIR / "fixed.py")
+    assert proc.returncode == 0, _describe(proc)
+    # "Passed", not "Skipped": the hook must actually have been given the file.
+    status = re.compile(rf"^{HOOK_ID}\.+Passed$", re.MULTILINE)
+    assert status.search(proc.stdout), _describe(proc)

