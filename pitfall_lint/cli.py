@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -125,6 +128,71 @@ def _per_file_ignores(config: Config, root: Path, path: str) -> tuple[str, ...]:
     absolute = Path(path).resolve()
     relative = absolute.relative_to(root).as_posix() if absolute.is_relative_to(root) else Path(path).as_posix()
     return config.ignored_for(relative)
+
+
+class _Progress:
+    """An elapsed-time line on a terminal while the child runs; one plain line otherwise."""
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __call__(self, message: str) -> None:
+        if not sys.stderr.isatty():
+            click.echo(f"verify: {message}", err=True)
+            return
+        started = time.monotonic()
+
+        def tick() -> None:
+            while not self._stop.wait(0.25):
+                click.echo(f"\r\033[Kverify: {message} ... {time.monotonic() - started:.1f} s", err=True, nl=False)
+            click.echo("\r\033[K", err=True, nl=False)
+
+        self._thread = threading.Thread(target=tick, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
+@main.command()
+@click.argument("path", type=click.Path())
+@click.argument("script_args", nargs=-1)
+@click.option("--nproc", default=2, show_default=True, help="Replicas (DataParallel) or ranks (DDP).")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True, help="auto: real GPUs when there are --nproc of them, else the CPU reproduction.")
+@click.option("--timeout", default=180.0, show_default=True, help="Seconds before the run is stopped (its processes are killed).")
+@click.option("--steps", default=2, show_default=True, help="Optimizer steps per rank before data loading winds down (0: no limit).")
+@click.option("--example", default=None, help="Call this function of the file (returns (model, args[, kwargs])) instead of running it.")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def verify(path: str, script_args: tuple[str, ...], nproc: int, device: str, timeout: float, steps: int, example: str | None, output_format: str) -> None:
+    """Run PATH in parallel and confirm its findings with the real error. Arguments after `--` go to the script."""
+    from pitfall_lint.harness.report import write_json, write_text
+    from pitfall_lint.harness.verify import HarnessError, VerifyOptions, verify as run_verify
+
+    if not os.path.lexists(path):
+        _fail(f"{path}: no such file or directory")
+    options = VerifyOptions(nproc, device, timeout, steps, example, script_args)
+    progress = _Progress()
+    try:
+        report = run_verify(path, options, [r for r in all_rules() if r.info.enabled_by_default], progress)
+    except HarnessError as error:
+        progress.close()
+        _fail(str(error))
+    except KeyboardInterrupt:
+        progress.close()
+        _fail("interrupted; the run's processes were stopped")
+    except Exception as error:  # a bug of ours: one line, never a traceback
+        progress.close()
+        _fail(f"internal error in verify: {type(error).__name__}: {error}")
+    progress.close()
+    (write_json if output_format == "json" else write_text)(report, sys.stdout)
+    if report.confirmed:
+        sys.exit(EXIT_FINDINGS)
+    if report.failure:
+        _fail(report.failure)
+    sys.exit(EXIT_CLEAN)
 
 
 @main.command("rules")

@@ -181,7 +181,7 @@ def test_rules_lists_every_rule() -> None:
     assert set(rows[0]) == {"code", "name", "summary", "severity", "enabled_by_default", "verifiable"}
     text = run("rules").stdout.splitlines()
     assert text[0].split() == ["code", "name", "default", "severity", "verify", "summary"]
-    assert text[2].split()[:5] == ["PFL101", "bound-method-on-module", "on", "warning", "no"]
+    assert text[2].split()[:5] == ["PFL101", "bound-method-on-module", "on", "warning", "yes"]
 
 
 @pytest.mark.parametrize("spelling", ["PFL101", "pfl101", "bound-method-on-module"])

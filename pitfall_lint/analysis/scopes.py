@@ -68,3 +68,15 @@ def local_value(name: str, function: Function | None, before_line: int) -> ast.A
                 if value is None or node.lineno >= getattr(value, "lineno", 0):
                     value = node.value
     return value
+
+
+def is_main_guard(test: ast.expr, equal: bool = True) -> bool:
+    """`__name__ == "__main__"` (or, with equal=False, its negation)."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return False
+    if not isinstance(test.ops[0], ast.Eq if equal else ast.NotEq):
+        return False
+    sides = [test.left, test.comparators[0]]
+    return any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides) and any(
+        isinstance(s, ast.Constant) and s.value == "__main__" for s in sides
+    )

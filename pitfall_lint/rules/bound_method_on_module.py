@@ -16,6 +16,7 @@ class BoundMethodOnModule(Rule):
         name="bound-method-on-module",
         summary="A bound method of the module stored in an instance attribute breaks nn.DataParallel replicas.",
         severity="warning",
+        verifiable=True,
     )
     triggers = ("Module", "nn.", "torch.nn")
     subscriptions = (ast.Assign, ast.AnnAssign, ast.Call)

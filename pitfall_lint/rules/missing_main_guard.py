@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from pitfall_lint.analysis.scopes import FUNCTIONS
+from pitfall_lint.analysis.scopes import FUNCTIONS, is_main_guard
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import Rule
@@ -37,23 +37,13 @@ class _Scope:
     calls: list[tuple[ast.AST, str]] = field(default_factory=list)
 
 
-def _is_main_guard(test: ast.expr, equal: bool) -> bool:
-    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
-        return False
-    if not isinstance(test.ops[0], ast.Eq if equal else ast.NotEq):
-        return False
-    sides = [test.left, test.comparators[0]]
-    return any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides) and any(
-        isinstance(s, ast.Constant) and s.value == "__main__" for s in sides
-    )
-
-
 class MissingMainGuard(Rule):
     info = RuleInfo(
         code="PFL301",
         name="missing-main-guard",
         summary='Processes started at import time, outside `if __name__ == "__main__":`.',
         severity="error",
+        verifiable=True,
     )
     triggers = ("multiprocessing",)
     subscriptions = (ast.Call,)
@@ -95,9 +85,9 @@ class MissingMainGuard(Rule):
         chain = [*self.ctx.ancestors, node]
         for parent, child in zip(chain, chain[1:]):
             if isinstance(parent, ast.If):
-                if _is_main_guard(parent.test, equal=True) and child in parent.body:
+                if is_main_guard(parent.test, equal=True) and child in parent.body:
                     return True
-                if _is_main_guard(parent.test, equal=False) and child in parent.orelse:
+                if is_main_guard(parent.test, equal=False) and child in parent.orelse:
                     return True
         return False
 

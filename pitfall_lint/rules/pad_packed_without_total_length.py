@@ -19,6 +19,7 @@ class PadPackedWithoutTotalLength(Rule):
         name="pad-packed-without-total-length",
         summary="pad_packed_sequence without total_length in a Module: DataParallel's gather fails.",
         severity="warning",
+        verifiable=True,
     )
     triggers = ("pad_packed_sequence",)
     subscriptions = (ast.Call,)

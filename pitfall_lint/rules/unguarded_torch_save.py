@@ -20,6 +20,7 @@ class UnguardedTorchSave(Rule):
         name="unguarded-torch-save",
         summary="torch.save in distributed code that every rank runs: the ranks overwrite one file.",
         severity="error",
+        verifiable=True,
     )
     triggers = ("save",)
     subscriptions = (ast.Call,)

@@ -1,0 +1,208 @@
+"""nn.DataParallel made N-way without N GPUs, by running torch's own DataParallel code.
+
+Only the communication primitives that need CUDA are swapped, for the length of one forward:
+`Scatter` (torch's comm.cpp chunks the batch with `tensor.chunk`), `Gather` (the same size check
+and message as comm.cpp), and the parameter broadcast (replica 0 shares storage with the
+original, as on device 0; the others get differentiable copies). torch's `replicate()` itself —
+the shallow `__dict__` copy at the root of PFL101 — `scatter_kwargs` and `gather_map` run as they
+are. Replicas run in threads, as in `parallel_apply`. So that a replica computing with another
+device's tensors fails as loudly as across real GPUs, replica j >= 1 runs under a TorchFunctionMode
+that raises when it touches storage owned by the original module (device 0).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import sys
+import threading
+import warnings
+from collections.abc import Iterator
+from itertools import chain
+from typing import Any
+
+import torch
+import torch.nn as nn
+import torch.nn.parallel  # noqa: F401  (loads the submodules looked up below)
+from torch._utils import ExceptionWrapper
+from torch.autograd import Function
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_flatten
+
+from pitfall_lint.harness.child.events import emit
+
+EMULATION_TAG = "[pitfall-lint DataParallel emulation"
+_replicate_module = sys.modules["torch.nn.parallel.replicate"]
+_scatter_gather_module = sys.modules["torch.nn.parallel.scatter_gather"]
+_patch_lock = threading.RLock()
+
+
+class _Scatter(Function):
+    @staticmethod
+    def forward(ctx: Any, target_gpus: list[int], chunk_sizes: Any, dim: int, tensor: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        ctx.dim = dim
+        chunks = tensor.chunk(len(target_gpus), dim) if chunk_sizes is None else tensor.split(list(chunk_sizes), dim)
+        return tuple(chunk.clone() for chunk in chunks)  # the real scatter copies to each device
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor) -> tuple[Any, ...]:
+        return (None, None, None, torch.cat(list(grads), ctx.dim))
+
+
+class _Gather(Function):
+    @staticmethod
+    def forward(ctx: Any, target_device: Any, dim: int, *inputs: torch.Tensor) -> torch.Tensor:
+        ctx.dim = dim
+        ctx.unsqueezed = all(t.dim() == 0 for t in inputs) and dim == 0
+        if ctx.unsqueezed:  # as torch's Gather.forward does
+            inputs = tuple(t.view(1) for t in inputs)
+            warnings.warn(
+                "Was asked to gather along dimension 0, but all input tensors were scalars; "
+                "will instead unsqueeze and return a vector.",
+                stacklevel=2,
+            )
+        shapes = [list(t.shape) for t in inputs]
+        emit("gather", shapes=shapes, dim=dim)
+        for shape in shapes:  # the check and message of torch/csrc/cuda/comm.cpp gather()
+            expected = list(shapes[0])
+            expected[dim] = shape[dim]
+            if shape != expected:
+                raise RuntimeError(f"Gather got an input of invalid size: got {shape}, but expected {expected}")
+        ctx.sizes = [t.size(dim) for t in inputs]
+        return torch.cat(inputs, dim)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+        grads = grad.split(ctx.sizes, ctx.dim)
+        if ctx.unsqueezed:
+            grads = tuple(g[0] for g in grads)
+        return (None, None, *grads)
+
+
+def _broadcast_coalesced_reshape(tensors: list[torch.Tensor], devices: list[Any], detach: bool = False) -> list[list[torch.Tensor]]:
+    copies = []
+    for index in range(len(devices)):
+        if detach:
+            copies.append([t if index == 0 else t.detach().clone() for t in tensors])
+        else:
+            copies.append([t.view_as(t) if index == 0 else t.clone() for t in tensors])
+    return copies
+
+
+@contextlib.contextmanager
+def _communication_swapped() -> Iterator[None]:
+    with _patch_lock:
+        saved = (_scatter_gather_module.Scatter, _scatter_gather_module.Gather, _replicate_module._broadcast_coalesced_reshape)
+        _scatter_gather_module.Scatter, _scatter_gather_module.Gather = _Scatter, _Gather
+        _replicate_module._broadcast_coalesced_reshape = _broadcast_coalesced_reshape
+        try:
+            yield
+        finally:
+            (_scatter_gather_module.Scatter, _scatter_gather_module.Gather, _replicate_module._broadcast_coalesced_reshape) = saved
+
+
+class _OriginalDeviceGuard(TorchFunctionMode):
+    """Replica j >= 1 sits on "device j"; the original module's tensors sit on device 0."""
+
+    _SHAPE_ONLY = frozenset({"size", "dim", "shape", "dtype", "device", "requires_grad", "is_cuda", "numel", "ndim",
+                             "layout", "is_sparse", "__len__", "stride", "is_floating_point", "names", "data_ptr"})
+
+    def __init__(self, owners: dict[int, str], replica: int) -> None:
+        super().__init__()
+        self.owners = owners
+        self.replica = replica
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if name == "__get__":
+            name = getattr(getattr(func, "__self__", None), "__name__", name)
+        if name not in self._SHAPE_ONLY:
+            for value in tree_flatten((args, kwargs))[0]:
+                if isinstance(value, torch.Tensor) and not value.is_meta:
+                    owner = self.owners.get(value.untyped_storage().data_ptr())
+                    if owner is not None:
+                        raise RuntimeError(
+                            "Expected all tensors to be on the same device, but found at least two devices, "
+                            f"cuda:{self.replica} and cuda:0! {EMULATION_TAG}: replica {self.replica} called "
+                            f"{name}() on '{owner}', a tensor of the original module]"
+                        )
+        return func(*args, **kwargs)
+
+
+def _bound_to_originals(replica: nn.Module, originals: dict[int, type]) -> list[dict[str, str]]:
+    """Callables in a replica's `__dict__` that are still bound to (or close over) an original module."""
+    found = []
+    for prefix, module in replica.named_modules():
+        for attribute, value in vars(module).items():
+            target = value.func if isinstance(value, functools.partial) else value
+            owner = getattr(target, "__self__", None) if inspect.ismethod(target) else None
+            if owner is None and inspect.isfunction(target) and target.__closure__:
+                owner = next((v for v in map(_cell, target.__closure__) if id(v) in originals), None)
+            if owner is not None and id(owner) in originals:
+                found.append({
+                    "attribute": f"{prefix}.{attribute}" if prefix else attribute,
+                    "callable": getattr(target, "__name__", type(target).__name__),
+                    "module": originals[id(owner)].__name__,
+                })
+    return found
+
+
+def _cell(cell: Any) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # an empty cell
+        return None
+
+
+class EmulatedDataParallel(nn.DataParallel):
+    """Stands in for nn.DataParallel when there are fewer than N CUDA devices."""
+
+    replicas = 2
+
+    def __init__(self, module: nn.Module, device_ids: Any = None, output_device: Any = None, dim: int = 0) -> None:
+        nn.Module.__init__(self)
+        self.module = module
+        self.dim = dim
+        self.device_ids = list(range(self.replicas))
+        self.output_device = 0
+        self.src_device_obj = torch.device("cpu")
+
+    def forward(self, *inputs: Any, **kwargs: Any) -> Any:
+        first = next(chain(self.module.parameters(), self.module.buffers()), None)
+        self.src_device_obj = first.device if first is not None else torch.device("cpu")
+        with _communication_swapped():
+            return super().forward(*inputs, **kwargs)  # torch's own DataParallel.forward
+
+    def parallel_apply(self, replicas: Any, inputs: Any, kwargs: Any) -> list[Any]:
+        originals = {id(m): type(m) for m in self.module.modules()}
+        owners = {
+            t.untyped_storage().data_ptr(): name
+            for name, t in chain(self.module.named_parameters(), self.module.named_buffers())
+            if t.numel()
+        }
+        emit("data-parallel", replicas=len(replicas), mode="emulated",
+             bound=[dict(b, replica=j) for j, r in enumerate(replicas) if j for b in _bound_to_originals(r, originals)])
+        results: list[Any] = [None] * len(replicas)
+        grad_enabled = torch.is_grad_enabled()
+
+        def run(index: int, replica: nn.Module, args: Any, options: Any) -> None:
+            torch.set_grad_enabled(grad_enabled)
+            guard = _OriginalDeviceGuard(owners, index) if index else contextlib.nullcontext()
+            try:
+                with guard:
+                    args = args if isinstance(args, (list, tuple)) else (args,)
+                    results[index] = replica(*args, **options)
+            except Exception:
+                results[index] = ExceptionWrapper(where=f"in replica {index} on device {index}")
+
+        threads = [threading.Thread(target=run, args=work) for work in zip(range(len(replicas)), replicas, inputs, kwargs)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for result in results:
+            if isinstance(result, ExceptionWrapper):
+                result.reraise()
+        return results

@@ -1,0 +1,75 @@
+"""PFL101 and PFL102, observed through an N-way DataParallel run (real devices or the emulation)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, ClassVar
+
+from pitfall_lint.diagnostic import Diagnostic
+from pitfall_lint.harness.probes.base import Probe
+from pitfall_lint.harness.record import Evidence, Judgement, RunRecord
+
+_SHAPES = re.compile(r"got (\[[^\]]*\]), but expected (\[[^\]]*\])")
+
+
+def _evidence(error: dict[str, Any], mechanism: str) -> Evidence:
+    message = error.get("message") or ""
+    # A replica's error arrives wrapped ("Caught RuntimeError in replica 1 ..."); its last line is the error.
+    last = message.strip().splitlines()[-1] if message.strip() else message
+    kind, _, rest = last.partition(": ")
+    if rest and kind.isidentifier():
+        return Evidence(mechanism, kind, rest, error.get("user_frame"))
+    return Evidence(mechanism, error.get("type"), last, error.get("user_frame"))
+
+
+class _DataParallelProbe(Probe):
+    kinds = frozenset({"script", "example"})
+    failure: ClassVar[re.Pattern[str]]
+    clean_run: ClassVar[str]
+
+    def mechanism(self, error: dict[str, Any], run: RunRecord) -> str:
+        raise NotImplementedError
+
+    def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
+        ran_in_parallel = bool(run.of("data-parallel")) or any(e.get("mode") == "cuda" for e in run.of("device"))
+        if not ran_in_parallel:
+            return None
+        for index, error in enumerate(run.errors):
+            if self.failure.search(error.get("message") or ""):
+                return Judgement("confirmed", _evidence(error, self.mechanism(error, run)), (index,))
+        if run.returncode == 0 and not run.errors:
+            return Judgement("not-reproduced", Evidence(self.clean_run))
+        return None
+
+
+class BoundMethodProbe(_DataParallelProbe):
+    code = "PFL101"
+    failure = re.compile(r"Expected all tensors to be on the same device|is not on the expected device|device \d+ does not equal 0")
+    clean_run = "every replica ran to the end on its own parameters"
+
+    def mechanism(self, error: dict[str, Any], run: RunRecord) -> str:
+        bound = [b for e in run.of("data-parallel") for b in e.get("bound", [])]
+        if not bound:
+            return "a replica computed with the original module's parameters through a callable stored on the module"
+        b = bound[0]
+        return (
+            f"replica {b['replica']} ran `{b['callable']}` (stored in `{b['attribute']}`), bound to the original "
+            f"{b['module']}, on the original's parameters"
+        )
+
+
+class PadPackedProbe(_DataParallelProbe):
+    code = "PFL102"
+    failure = re.compile("Gather got an input of invalid size")
+    clean_run = (
+        "every replica returned the same padded length: the chunks' longest sequences were equal in this data; the "
+        "gather fails only when they differ (put the longest sequences in one chunk to test it)"
+    )
+
+    def mechanism(self, error: dict[str, Any], run: RunRecord) -> str:
+        shapes = _SHAPES.search(error.get("message") or "")
+        detail = f" (one replica returned {shapes[1]}, the gather expected {shapes[2]})" if shapes else ""
+        return (
+            "each replica padded its chunk to its own longest sequence, so the replicas' outputs differ in length and "
+            f"cannot be gathered{detail}"
+        )

@@ -1,0 +1,148 @@
+"""Run a child command so that it can lose nothing and leave nothing behind.
+
+Lessons from the feasibility study: output goes to a file (an escaped grandchild holding a pipe once
+blocked a runner for 860 s); every child gets its own session; on timeout or Ctrl-C the whole group
+is terminated, then killed; and as a child subreaper we find and kill descendants that escaped the
+group (setsid, double fork). Passing runs get the hard timeout too: a gloo teardown can hang.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+_PR_SET_CHILD_SUBREAPER = 36
+_GRACE_SECONDS = 3.0
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    returncode: int | None
+    timed_out: bool
+    interrupted: bool
+    seconds: float
+    output: str
+    isolation: str  # how the network was confined, in words
+    leftovers: tuple[int, ...]  # processes still alive after the clean-up: empty unless something defied SIGKILL
+
+
+def _become_subreaper() -> None:
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: the process group alone has to do
+
+
+def _descendants(root: int) -> list[int]:
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as handle:
+                    children = [int(c) for c in handle.read().split()]
+                found += children
+                todo += children
+        except OSError:
+            continue
+    return found
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
+def _kill_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _clean_up_descendants() -> None:
+    for _ in range(3):
+        alive = [p for p in _descendants(os.getpid()) if not _is_zombie(p)]
+        for pid in alive:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+        if not alive:
+            return
+        time.sleep(0.1)
+
+
+def live_descendants() -> list[int]:
+    """Processes still running below this one (zombies aside): empty after every run."""
+    return [p for p in _descendants(os.getpid()) if not _is_zombie(p)]
+
+
+def run_guarded(
+    command: Sequence[str],
+    *,
+    timeout: float,
+    env: dict[str, str],
+    cwd: str,
+    isolate_network: bool,
+    preexec: Callable[[], None] | None = None,
+) -> RunOutcome:
+    _become_subreaper()
+    isolation = "loopback-only network namespace" if isolate_network else "none requested"
+    started = time.monotonic()
+    with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as log:
+        try:
+            process = subprocess.Popen(
+                list(command), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=env, cwd=cwd, start_new_session=True, preexec_fn=preexec if isolate_network else None,
+            )
+        except subprocess.SubprocessError as error:
+            # The namespace could not be made here (no user namespaces, no capability): run unconfined.
+            isolation = f"unavailable ({error}); torch's rendezvous store listened on all interfaces"
+            process = subprocess.Popen(
+                list(command), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=env, cwd=cwd, start_new_session=True,
+            )
+        timed_out = interrupted = False
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        except KeyboardInterrupt:
+            interrupted = True
+        if timed_out or interrupted:
+            _kill_group(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=_GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                pass
+        _kill_group(process.pid, signal.SIGKILL)
+        process.wait()
+        _clean_up_descendants()
+        log.seek(0)
+        output = log.read()
+    return RunOutcome(
+        returncode=None if timed_out else process.returncode,
+        timed_out=timed_out,
+        interrupted=interrupted,
+        seconds=time.monotonic() - started,
+        output=output,
+        isolation=isolation,
+        leftovers=tuple(live_descendants()),
+    )

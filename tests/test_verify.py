@@ -1,0 +1,170 @@
+"""`pitfall-lint verify`: exact verdicts on every fixture and on the harness's hard cases (CPU path)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from marks import REPO, expected
+
+pytest.importorskip("torch", reason="verify needs torch (the [verify] extra); CI installs torch==2.13.0")
+
+CASES = REPO / "tests" / "verify_cases"
+
+
+def verify(path: Path, *args: str, cwd: Path = REPO, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any], str]:
+    completed = subprocess.run(
+        [sys.executable, "-m", "pitfall_lint", "verify", "--format", "json", *args, str(path)],
+        cwd=cwd, capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})},
+    )
+    return completed.returncode, json.loads(completed.stdout), completed.stderr
+
+
+def verdicts(report: dict[str, Any]) -> set[tuple[str, int, str]]:
+    return {(f["code"], f["line"], f["status"]) for f in report["findings"]}
+
+
+def fixture(code: str, name: str, kind: str) -> Path:
+    return REPO / "fixtures" / f"{code}-{name}" / f"{kind}.py"
+
+
+BAD = [
+    ("PFL101", "bound-method-on-module", {("PFL101", 18, "confirmed"), ("PFL101", 20, "not-run")},
+     "Expected all tensors to be on the same device"),
+    ("PFL102", "pad-packed-without-total-length", {("PFL102", 21, "confirmed")},
+     "Gather got an input of invalid size: got [2, 2, 6], but expected [2, 6, 6]"),
+    ("PFL201", "unguarded-torch-save", {("PFL201", 24, "confirmed")}, "ranks 0 and 1 each wrote"),
+    ("PFL301", "missing-main-guard", {("PFL301", 16, "confirmed")},
+     "An attempt has been made to start a new process before the current process has finished its bootstrapping phase"),
+]
+
+
+@pytest.mark.parametrize(("code", "name", "expected_verdicts", "evidence"), BAD, ids=[b[0] for b in BAD])
+def test_bad_fixture_is_confirmed_with_the_real_error(code: str, name: str, expected_verdicts: set, evidence: str) -> None:
+    path = fixture(code, name, "bad")
+    assert {(c, line) for c, line, _ in expected_verdicts} == expected(path.read_text())
+    returncode, report, _ = verify(path)
+    assert returncode == 1
+    assert verdicts(report) == expected_verdicts
+    (confirmed,) = [f for f in report["findings"] if f["status"] == "confirmed"]
+    assert evidence in json.dumps(confirmed["evidence"])
+    assert report["unexplained"] == []
+
+
+@pytest.mark.parametrize(("code", "name"), [(b[0], b[1]) for b in BAD], ids=[b[0] for b in BAD])
+def test_fixed_fixture_runs_clean(code: str, name: str) -> None:
+    returncode, report, stderr = verify(fixture(code, name, "fixed"))
+    assert (returncode, report["findings"], report["unexplained"]) == (0, [], []), stderr
+    assert report["outcome"] == "finished without a failure; no process left behind"
+
+
+def test_pfl101_mechanism_names_the_bound_method() -> None:
+    _, report, _ = verify(fixture("PFL101", "bound-method-on-module", "bad"))
+    (confirmed,) = [f for f in report["findings"] if f["status"] == "confirmed"]
+    assert confirmed["evidence"]["mechanism"] == (
+        "replica 1 ran `mix_only` (stored in `forward`), bound to the original DynamicNet, on the original's parameters"
+    )
+    assert confirmed["evidence"]["user_frame"]["line"] == 26
+
+
+def test_model_file_without_entry_point_uses_its_example() -> None:
+    returncode, report, _ = verify(CASES / "model_file_lambda.py")
+    assert returncode == 1
+    assert report["run"] == "example"
+    assert verdicts(report) == {("PFL101", 11, "confirmed")}
+
+
+def test_data_that_does_not_trigger_the_gather_failure_is_not_reproduced() -> None:
+    returncode, report, _ = verify(CASES / "equal_lengths.py")
+    assert returncode == 0
+    assert verdicts(report) == {("PFL102", 15, "not-reproduced")}
+    assert "longest sequences were equal" in report["findings"][0]["evidence"]["mechanism"]
+
+
+def test_nccl_script_gets_gloo_and_says_so(tmp_path: Path) -> None:
+    returncode, report, _ = verify(CASES / "ddp_nccl_epochs.py", cwd=tmp_path)
+    assert returncode == 1
+    assert verdicts(report) == {("PFL201", 26, "confirmed")}
+    assert report["notes"] == ["the script asked for nccl; it got gloo (no GPUs for it)"]
+    assert report["run"] == "distributed"
+
+
+def test_checkpoints_never_land_in_the_users_tree(tmp_path: Path) -> None:
+    shutil.copy(fixture("PFL201", "unguarded-torch-save", "bad"), tmp_path / "train.py")
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    returncode, report, _ = verify(tmp_path / "train.py", cwd=tmp_path)
+    assert returncode == 1
+    assert str(tmp_path / "checkpoint.pt") in report["findings"][0]["evidence"]["mechanism"]
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+
+
+def test_script_that_fails_on_import() -> None:
+    returncode, report, stderr = verify(CASES / "fails_on_import.py")
+    assert returncode == 2
+    assert verdicts(report) == {("PFL201", 10, "not-run")}
+    assert report["unexplained"][0]["type"] == "ModuleNotFoundError"
+    assert stderr.strip().splitlines()[-1] == (
+        f"error: {CASES / 'fails_on_import.py'}: the run failed (line 5): "
+        "ModuleNotFoundError: No module named 'a_module_that_is_not_installed'"
+    )
+
+
+def test_script_that_needs_cuda_is_not_run_never_passed() -> None:
+    pytest.importorskip("torch")
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    returncode, report, stderr = verify(CASES / "needs_cuda.py")
+    assert returncode == 2
+    assert verdicts(report) == {("PFL101", 11, "not-run")}
+    assert "needs CUDA" in report["findings"][0]["evidence"]["mechanism"]
+    assert "Torch not compiled with CUDA enabled" in stderr
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def test_hanging_script_is_stopped_and_leaves_no_process(tmp_path: Path) -> None:
+    returncode, report, stderr = verify(CASES / "hangs.py", "--timeout", "4", env={"HANG_PID_DIR": str(tmp_path)})
+    assert returncode == 2
+    assert report["outcome"] == "stopped after 4 s (timeout); no process left behind"
+    assert "did not finish within 4 s" in stderr
+    pids = {int(p.stem): p.read_text() for p in tmp_path.glob("*.pid")}
+    assert sorted(pids.values()) == ["escaped", "main"]  # both really started, one outside the group
+    assert [pid for pid in pids if _alive(pid)] == []
+
+
+def test_file_with_no_entry_point(tmp_path: Path) -> None:
+    source = fixture("PFL102", "pad-packed-without-total-length", "bad").read_text()
+    (tmp_path / "model.py").write_text(source.split("def pitfall_lint_example")[0])
+    returncode, report, stderr = verify(tmp_path / "model.py")
+    assert returncode == 2
+    assert verdicts(report) == {("PFL102", 21, "not-run")}
+    assert "add `pitfall_lint_example()`" in report["findings"][0]["evidence"]["mechanism"]
+
+
+def test_missing_path_is_a_one_line_error() -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "pitfall_lint", "verify", "nowhere.py"], capture_output=True, text=True, check=False
+    )
+    assert (completed.returncode, completed.stderr) == (2, "error: nowhere.py: no such file or directory\n")
+
+
+def test_every_verifiable_rule_has_a_probe_and_back() -> None:
+    from pitfall_lint.harness.probes import all_probes
+    from pitfall_lint.rules import all_rules
+
+    assert set(all_probes()) == {r.info.code for r in all_rules() if r.info.verifiable}
