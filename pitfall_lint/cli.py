@@ -16,7 +16,9 @@ from pitfall_lint import __version__
 from pitfall_lint.config import Config, ConfigError, check_codes, find_pyproject, load_config, matches
 from pitfall_lint.diagnostic import PARSE_ERROR, Diagnostic, RuleInfo
 from pitfall_lint.docs import rule_document
-from pitfall_lint.engine import Engine
+from pitfall_lint import pool
+from pitfall_lint.cache import ResultCache, content_key
+from pitfall_lint.engine import FileResult
 from pitfall_lint.files import Excluder, MissingPathError, discover, display_path
 from pitfall_lint.report import Report, writers
 from pitfall_lint.rules import all_rules
@@ -79,6 +81,7 @@ def _selected_rules(config: Config, select: list[str], extend: list[str], ignore
 @click.option("--force-exclude", is_flag=True, help="Apply the exclusions to paths named on the command line too (for pre-commit).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="A pyproject.toml to read instead of the nearest one.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
+@click.option("--no-cache", is_flag=True, help="Check every file afresh and leave .pitfall_lint_cache alone.")
 def check(
     paths: tuple[str, ...],
     output_format: str,
@@ -90,6 +93,7 @@ def check(
     force_exclude: bool,
     config_path: str | None,
     exit_zero: bool,
+    no_cache: bool,
 ) -> None:
     """Check PATHS (files or folders; the current folder by default)."""
     codes = [info.code for info in _infos()]
@@ -103,11 +107,10 @@ def check(
         _fail(str(error))
     if not files:
         click.echo("warning: no Python files found under the given paths", err=True)
-    engine = Engine(rules)
     diagnostics: list[Diagnostic] = []
     internal_errors = 0
     root = config.root.resolve()
-    for result in engine.check_files(display_path(f) for f in files):
+    for result in _check_with_cache([display_path(f) for f in files], rules, config.root, not no_cache):
         if result.internal_error:
             internal_errors += 1
             click.echo(f"error: {result.path}: {result.internal_error}", err=True)
@@ -120,6 +123,31 @@ def check(
     if internal_errors:
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_FINDINGS if diagnostics and not exit_zero else EXIT_CLEAN)
+
+
+def _check_with_cache(paths: list[str], rules: list[type[Rule]], root: Path, use_cache: bool) -> list[FileResult]:
+    """Unchanged files from the cache, the others over the cores; results in the order of `paths`."""
+    if not use_cache:
+        return list(pool.check_files(paths, rules, pool.available_cores()))
+    cache = ResultCache(root, [rule.info.code for rule in rules])
+    results: dict[str, FileResult] = {}
+    keys: dict[str, str] = {}
+    for path in paths:
+        try:
+            with open(path, "rb") as handle:
+                keys[path] = content_key(handle.read())
+        except OSError:
+            continue  # the engine reports why it cannot be read
+        cached = cache.get(path, keys[path])
+        if cached is not None:
+            results[path] = cached
+    missing = [p for p in paths if p not in results]
+    for result in pool.check_files(missing, rules, pool.available_cores()):
+        results[result.path] = result
+        if result.path in keys:
+            cache.put(result.path, keys[result.path], result)
+    cache.save()
+    return [results[p] for p in paths]
 
 
 def _per_file_ignores(config: Config, root: Path, path: str) -> tuple[str, ...]:

@@ -23,9 +23,17 @@ class FileContext:
         self.diagnostics: list[Diagnostic] = []
         # Per-file memo for the analysis helpers, so each fact is computed once for all rules.
         self.memo: dict[object, object] = {}
+        self._names: dict[int, str | None] = {}
 
     def qualified_name(self, expr: ast.AST, ancestors: Sequence[ast.AST] | None = None) -> str | None:
-        return self.resolver.qualified_name(expr, self.ancestors if ancestors is None else ancestors)
+        """Resolved in the scope of the node being visited, unless other ancestors are given."""
+        if ancestors is not None:
+            return self.resolver.qualified_name(expr, ancestors)
+        # Several rules ask about the same call during the traversal: resolve it once.
+        key = id(expr)
+        if key not in self._names:
+            self._names[key] = self.resolver.qualified_name(expr, self.ancestors)
+        return self._names[key]
 
     def report(self, info: RuleInfo, node: ast.AST, message: str) -> None:
         line = getattr(node, "lineno", 1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import traceback
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -34,10 +35,20 @@ def _describe_internal_error(error: Exception) -> str:
     return f"internal error{where}: {type(error).__name__}: {error}"
 
 
+# Fields that never hold a node a rule could want: expression contexts and operators.
+_SKIPPED_FIELDS = frozenset({"ctx", "op", "ops"})
+_CHILD_FIELDS: dict[type[ast.AST], tuple[str, ...]] = {}
+_LEAF_TYPES = frozenset({ast.Name, ast.Constant})
+
+
+def _child_fields(node_type: type[ast.AST]) -> tuple[str, ...]:
+    return tuple(reversed([f for f in node_type._fields if f not in _SKIPPED_FIELDS]))
+
+
 class Engine:
     def __init__(self, rules: Sequence[type[Rule]]) -> None:
         self._rules = tuple(rules)
-        self._trigger_bytes = [tuple(t.encode() for t in rule.triggers) for rule in self._rules]
+        self._trigger_bytes = [tuple(tuple(t.encode() for t in group) for group in rule.triggers) for rule in self._rules]
 
     def check_file(self, path: str) -> FileResult:
         try:
@@ -53,14 +64,19 @@ class Engine:
 
     def check_source(self, path: str, data: bytes) -> FileResult:
         applicable = [
-            rule for rule, tokens in zip(self._rules, self._trigger_bytes) if any(t in data for t in tokens)
+            rule
+            for rule, groups in zip(self._rules, self._trigger_bytes)
+            if all(any(word in data for word in group) for group in groups)
         ]
         if not applicable:
             # Not parsed, which is what keeps the linter fast; undecodable bytes are still worth a word.
             reason = decoding_error(data)
             return _parse_error(path, f"cannot decode: {reason}") if reason else FileResult(path)
         try:
-            tree = ast.parse(data, filename=path)
+            with warnings.catch_warnings():
+                # The compiler's own warnings (invalid escapes, `1()`) are not ours to print.
+                warnings.simplefilter("ignore")
+                tree = ast.parse(data, filename=path)
         except SyntaxError as error:
             return _parse_error(path, f"cannot parse: {error.msg}", error.lineno or 1, max(error.offset or 1, 1))
         except (ValueError, MemoryError, RecursionError) as error:
@@ -89,15 +105,28 @@ class Engine:
             )
         ancestors = ctx.ancestors
         stack: list[tuple[ast.AST, int]] = [(ctx.tree, 0)]
-        iter_children = ast.iter_child_nodes
+        fields_of = _CHILD_FIELDS
+        # Names and constants are half of all nodes and have no children: skip them unless subscribed.
+        leaves = _LEAF_TYPES.difference(dispatch)
         while stack:
             node, depth = stack.pop()
             del ancestors[depth:]
-            handlers = dispatch.get(type(node))
+            node_type = type(node)
+            handlers = dispatch.get(node_type)
             if handlers:
                 for handler in handlers:
                     handler(node)
             ancestors.append(node)
-            children = list(iter_children(node))
-            children.reverse()
-            stack.extend((child, depth + 1) for child in children)
+            fields = fields_of.get(node_type)
+            if fields is None:
+                fields = fields_of[node_type] = _child_fields(node_type)
+            depth += 1
+            # Children are pushed last-first so that they pop in source order.
+            for name in fields:
+                value = getattr(node, name, None)
+                if type(value) is list:
+                    for item in reversed(value):
+                        if isinstance(item, ast.AST) and type(item) not in leaves:
+                            stack.append((item, depth))
+                elif isinstance(value, ast.AST) and type(value) not in leaves:
+                    stack.append((value, depth))

@@ -13,9 +13,9 @@ class Rule:
     """One pitfall. A fresh instance checks each file, so it may keep per-file state."""
 
     info: ClassVar[RuleInfo]
-    # Source substrings of which at least one must appear for the rule to apply; a file holding
-    # none of any enabled rule's triggers is not parsed at all.
-    triggers: ClassVar[tuple[str, ...]]
+    # Source substrings that must appear for the rule to apply: every group must have one of its
+    # words in the file. A file that no enabled rule could apply to is not parsed at all.
+    triggers: ClassVar[tuple[tuple[str, ...], ...]]
     # Node types passed to `visit`, in source order, during the engine's one traversal.
     subscriptions: ClassVar[tuple[type[ast.AST], ...]] = ()
 

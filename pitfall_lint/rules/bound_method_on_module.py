@@ -10,6 +10,14 @@ from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import Rule
 
 
+def _may_store_on_an_instance(node: ast.AST) -> bool:
+    """A cheap look at the node's shape before any scope is computed."""
+    if isinstance(node, ast.Call):
+        return isinstance(node.func, ast.Name) and node.func.id == "setattr"
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]  # type: ignore[attr-defined]
+    return any(isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) for t in targets)
+
+
 class BoundMethodOnModule(Rule):
     info = RuleInfo(
         code="PFL101",
@@ -18,10 +26,12 @@ class BoundMethodOnModule(Rule):
         severity="warning",
         verifiable=True,
     )
-    triggers = ("Module", "nn.", "torch.nn")
+    triggers = (("class",), ("Module", "nn.", "torch.nn"))
     subscriptions = (ast.Assign, ast.AnnAssign, ast.Call)
 
     def visit(self, node: ast.AST) -> None:
+        if not _may_store_on_an_instance(node):
+            return
         found = enclosing_method(self.ctx.ancestors)
         if found is None:
             return

@@ -45,7 +45,7 @@ class MissingMainGuard(Rule):
         severity="error",
         verifiable=True,
     )
-    triggers = ("multiprocessing",)
+    triggers = (("multiprocessing",),)
     subscriptions = (ast.Call,)
 
     def __init__(self, ctx: FileContext) -> None:

@@ -21,7 +21,7 @@ class PadPackedWithoutTotalLength(Rule):
         severity="warning",
         verifiable=True,
     )
-    triggers = ("pad_packed_sequence",)
+    triggers = (("pad_packed_sequence",), ("class",))
     subscriptions = (ast.Call,)
 
     def visit(self, node: ast.AST) -> None:

@@ -22,7 +22,8 @@ class UnguardedTorchSave(Rule):
         severity="error",
         verifiable=True,
     )
-    triggers = ("save",)
+    # torch.save, in a file that sets_up_distributed() could recognise.
+    triggers = (("save",), ("init_process_group", "DistributedDataParallel", "FullyShardedDataParallel", "RANK", "WORLD_SIZE"))
     subscriptions = (ast.Call,)
 
     def __init__(self, ctx: FileContext) -> None:

@@ -1,0 +1,44 @@
+"""Files spread over the cores: each worker process owns one Engine and checks a share of the files."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Iterator, Sequence
+
+from pitfall_lint.engine import Engine, FileResult
+from pitfall_lint.rules.base import Rule
+
+# Below this many files, starting workers costs more than it saves.
+_MIN_FILES_PER_WORKER = 24
+_worker_engine: Engine | None = None
+
+
+def _start_worker(rules: Sequence[type[Rule]]) -> None:
+    global _worker_engine
+    _worker_engine = Engine(rules)
+
+
+def _check_in_worker(path: str) -> FileResult:
+    assert _worker_engine is not None
+    return _worker_engine.check_file(path)
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def check_files(paths: Sequence[str], rules: Sequence[type[Rule]], jobs: int) -> Iterator[FileResult]:
+    """Results in the order of `paths`."""
+    workers = min(jobs, len(paths) // _MIN_FILES_PER_WORKER)
+    if workers < 2:
+        yield from Engine(rules).check_files(paths)
+        return
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    with context.Pool(workers, initializer=_start_worker, initargs=(tuple(rules),)) as workers_pool:
+        # Small chunks keep every worker busy to the end, whatever the sizes of the files.
+        yield from workers_pool.imap(_check_in_worker, paths, chunksize=8)

@@ -1,0 +1,81 @@
+"""The result cache and the worker pool change how fast results come, never what they are."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pitfall_lint import pool
+from pitfall_lint.cache import FOLDER
+from pitfall_lint.cli import main
+from pitfall_lint.engine import Engine
+from pitfall_lint.rules import all_rules
+
+from marks import REPO
+
+SAVE = "import torch\nimport torch.distributed as dist\ndist.init_process_group('gloo')\ntorch.save({}, 'c.pt')\n"
+
+
+def check(*args: str) -> list[tuple[str, str, int]]:
+    result = CliRunner().invoke(main, ["check", "--format", "json", *args], catch_exceptions=False)
+    return [(d["path"], d["code"], d["line"]) for d in json.loads(result.stdout)["diagnostics"]]
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "save.py").write_text(SAVE)
+    (tmp_path / "clean.py").write_text("import torch.nn as nn\n")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_warm_run_reuses_results_and_edits_invalidate_them(project: Path) -> None:
+    assert check() == [("save.py", "PFL201", 4)]
+    cache_files = list((project / FOLDER).glob("results-*.json"))
+    assert len(cache_files) == 1
+    assert (project / FOLDER / ".gitignore").read_text().splitlines()[-1] == "*"
+    stored = json.loads(cache_files[0].read_text())
+    assert set(stored) == {"save.py", "clean.py"}
+    # The cache really is read: a forged entry for unchanged content is what comes back.
+    stored["save.py"][1][0][1] = 99
+    cache_files[0].write_text(json.dumps(stored))
+    assert check() == [("save.py", "PFL201", 99)]
+    # An edit changes the content key, so the file is checked afresh.
+    (project / "save.py").write_text("\n" + SAVE)
+    assert check() == [("save.py", "PFL201", 5)]
+
+
+def test_other_rules_other_cache_and_no_cache_touches_nothing(project: Path) -> None:
+    assert check("--select", "PFL3") == []
+    assert check() == [("save.py", "PFL201", 4)]
+    assert len(list((project / FOLDER).glob("results-*.json"))) == 2
+    other = project / "other"
+    other.mkdir()
+    (other / "save.py").write_text(SAVE)
+    assert check("--no-cache", str(other)) == [("other/save.py", "PFL201", 4)]
+    assert len(list((project / FOLDER).glob("results-*.json"))) == 2
+
+
+def test_corrupt_cache_is_ignored(project: Path) -> None:
+    check()
+    (cache_file,) = (project / FOLDER).glob("results-*.json")
+    cache_file.write_text("{not json")
+    assert check() == [("save.py", "PFL201", 4)]
+
+
+def test_pool_gives_the_sequential_results_in_order(tmp_path: Path) -> None:
+    sources = sorted((REPO / "fixtures").glob("PFL*/*.py")) + sorted((REPO / "tests" / "verify_cases").glob("*.py"))
+    paths = []
+    for copy in range(8):
+        for source in sources:
+            target = tmp_path / f"{copy}_{source.parent.name}_{source.name}"
+            target.write_bytes(source.read_bytes())
+            paths.append(str(target))
+    sequential = list(Engine(all_rules()).check_files(paths))
+    parallel = list(pool.check_files(paths, all_rules(), jobs=2))
+    assert len(paths) >= 2 * 24  # enough files for two workers
+    assert parallel == sequential
+    assert sum(len(r.diagnostics) for r in parallel) > 0
