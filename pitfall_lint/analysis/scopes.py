@@ -62,11 +62,14 @@ def local_value(name: str, function: Function | None, before_line: int) -> ast.A
     if function is None:
         return None
     value = None
+    latest = 0
     for node in ast.walk(function):
-        if isinstance(node, ast.Assign) and node.lineno < before_line:
-            if any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-                if value is None or node.lineno >= getattr(value, "lineno", 0):
-                    value = node.value
+        if (
+            isinstance(node, ast.Assign)
+            and latest <= node.lineno < before_line
+            and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+        ):
+            value, latest = node.value, node.lineno
     return value
 
 

@@ -13,7 +13,6 @@ Status = Literal["confirmed", "not-reproduced", "not-run"]
 
 @dataclass
 class RunRecord:
-    kind: str  # script | distributed | example
     script: str  # absolute path of the user's file
     events: list[dict[str, Any]]
     output: str
@@ -22,7 +21,7 @@ class RunRecord:
     lines: set[int] = field(default_factory=set)
 
     @classmethod
-    def read(cls, kind: str, script: str, trace_dir: Path, output: str, returncode: int | None, timed_out: bool) -> RunRecord:
+    def read(cls, script: str, trace_dir: Path, output: str, returncode: int | None, timed_out: bool) -> RunRecord:
         events: list[dict[str, Any]] = []
         for path in sorted(trace_dir.glob("*.jsonl")):
             for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
@@ -32,7 +31,7 @@ class RunRecord:
                     continue  # a process killed mid-write
         real = os.path.realpath(script)
         lines = {n for e in events if e["event"] == "lines" and os.path.realpath(e["file"]) == real for n in e["lines"]}
-        return cls(kind, script, events, output, returncode, timed_out, lines)
+        return cls(script, events, output, returncode, timed_out, lines)
 
     def of(self, event: str) -> list[dict[str, Any]]:
         return [e for e in self.events if e["event"] == event]

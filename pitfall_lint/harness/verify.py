@@ -10,7 +10,6 @@ import shutil
 import socket
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -217,7 +216,7 @@ def verify(
             command, timeout=options.timeout, env=_environment(scratch, script, device, options, port),
             cwd=os.getcwd(), isolate_network=True, preexec=isolation.enter_loopback_only_namespace,
         )
-        run = RunRecord.read(plan.kind, script, scratch / "trace", outcome.output, outcome.returncode, outcome.timed_out)
+        run = RunRecord.read(script, scratch / "trace", outcome.output, outcome.returncode, outcome.timed_out)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if outcome.interrupted:

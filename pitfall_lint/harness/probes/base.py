@@ -17,6 +17,3 @@ class Probe:
         """A verdict, or None when the run never reached the mechanism (the caller says why)."""
         raise NotImplementedError
 
-
-def first_line(text: str | None) -> str:
-    return (text or "").strip().splitlines()[-1] if text and text.strip() else ""
