@@ -7,7 +7,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import click
@@ -16,7 +16,7 @@ from pitfall_lint import __version__
 from pitfall_lint.config import Config, ConfigError, check_codes, find_pyproject, load_config, matches
 from pitfall_lint.diagnostic import PARSE_ERROR, Diagnostic, RuleInfo
 from pitfall_lint.docs import rule_document
-from pitfall_lint import pool
+from pitfall_lint import baseline, pool
 from pitfall_lint.cache import ResultCache, content_key
 from pitfall_lint.engine import FileResult
 from pitfall_lint.files import Excluder, MissingPathError, discover, display_path
@@ -70,18 +70,41 @@ def _selected_rules(config: Config, select: list[str], extend: list[str], ignore
     return rules, list(ignore_all)
 
 
+def _rule_selection(f: Callable[..., None]) -> Callable[..., None]:
+    """The options that choose the rules: the same for every command that runs them."""
+    for option in reversed((
+        click.option("--select", multiple=True, help="Only these codes or prefixes (comma-separated, repeatable; ALL for every rule)."),
+        click.option("--extend-select", multiple=True, help="Codes or prefixes to add to the selection."),
+        click.option("--ignore", multiple=True, help="Codes or prefixes to leave out."),
+        click.option("--config", "config_path", type=click.Path(dir_okay=False), help="A pyproject.toml to read instead of the nearest one."),
+    )):
+        f = option(f)
+    return f
+
+
+def _load_selection(
+    config_path: str | None, select: tuple[str, ...], extend_select: tuple[str, ...], ignore: tuple[str, ...]
+) -> tuple[Config, list[type[Rule]], list[str]]:
+    """The configuration and the rules it and the command line select; raises ConfigError."""
+    source = Path(config_path) if config_path else find_pyproject(Path.cwd())
+    config = load_config(source, [info.code for info in _infos()])
+    return (config, *_selected_rules(config, _split(select), _split(extend_select), _split(ignore)))
+
+
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--format", "output_format", type=click.Choice(["text", "json", "github", "sarif"]), default="text", show_default=True, help="Output format.")
-@click.option("--select", multiple=True, help="Only these codes or prefixes (comma-separated, repeatable; ALL for every rule).")
-@click.option("--extend-select", multiple=True, help="Codes or prefixes to add to the selection.")
-@click.option("--ignore", multiple=True, help="Codes or prefixes to leave out.")
+@_rule_selection
 @click.option("--exclude", multiple=True, help="Glob patterns of files and folders to skip (replaces the configured list).")
 @click.option("--extend-exclude", multiple=True, help="Glob patterns to skip in addition to the configured ones.")
 @click.option("--force-exclude", is_flag=True, help="Apply the exclusions to paths named on the command line too (for pre-commit).")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="A pyproject.toml to read instead of the nearest one.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
 @click.option("--no-cache", is_flag=True, help="Check every file afresh and leave .pitfall_lint_cache alone.")
+@click.option("--show-source", is_flag=True, help="Show the offending lines with a caret under the span and the fix hint.")
+@click.option("--statistics", is_flag=True, help="Print the number of findings per rule instead of the findings.")
+@click.option("--output-file", "-o", type=click.Path(dir_okay=False), help="Write the report to this file instead of stdout.")
+@click.option("--baseline", "baseline_path", type=click.Path(dir_okay=False), help="Report only findings not recorded in this baseline file.")
+@click.option("--write-baseline", "write_baseline_path", type=click.Path(dir_okay=False), help="Record today's findings in this file and exit 0.")
 def check(
     paths: tuple[str, ...],
     output_format: str,
@@ -94,13 +117,15 @@ def check(
     config_path: str | None,
     exit_zero: bool,
     no_cache: bool,
+    show_source: bool,
+    statistics: bool,
+    output_file: str | None,
+    baseline_path: str | None,
+    write_baseline_path: str | None,
 ) -> None:
     """Check PATHS (files or folders; the current folder by default)."""
-    codes = [info.code for info in _infos()]
     try:
-        source = Path(config_path) if config_path else find_pyproject(Path.cwd())
-        config = load_config(source, codes)
-        rules, ignored = _selected_rules(config, _split(select), _split(extend_select), _split(ignore))
+        config, rules, ignored = _load_selection(config_path, select, extend_select, ignore)
         patterns = [*(_split(exclude) or config.exclude), *config.extend_exclude, *_split(extend_exclude)]
         files = discover(paths or ["."], Excluder(patterns, config.root), force_exclude)
     except (ConfigError, MissingPathError) as error:
@@ -118,8 +143,30 @@ def check(
         diagnostics.extend(
             d for d in result.diagnostics if not (d.code == PARSE_ERROR.code and matches(d.code, ignored)) and not matches(d.code, skipped)
         )
+    diagnostics.sort()
+    if write_baseline_path:
+        try:
+            baseline.write(Path(write_baseline_path), diagnostics)
+        except OSError as error:
+            _fail(f"{write_baseline_path}: cannot write the baseline: {error.strerror or error}")
+        click.echo(f"Recorded {len(diagnostics)} findings in {write_baseline_path}.", err=True)
+        sys.exit(EXIT_ERROR if internal_errors else EXIT_CLEAN)
+    if baseline_path:
+        try:
+            diagnostics = baseline.new_findings(Path(baseline_path), diagnostics)
+        except baseline.BaselineError as error:
+            _fail(str(error))
     infos = [PARSE_ERROR, *(rule.info for rule in rules)]
-    writers()[output_format](Report(sorted(diagnostics), infos, len(files)), sys.stdout)
+    color = output_file is None and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    report = Report(diagnostics, infos, len(files), show_source=show_source, color=color, statistics=statistics)
+    if output_file:
+        try:
+            with open(output_file, "w", encoding="utf-8") as handle:
+                writers()[output_format](report, handle)
+        except OSError as error:
+            _fail(f"{output_file}: cannot write: {error.strerror or error}")
+    else:
+        writers()[output_format](report, sys.stdout)
     if internal_errors:
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_FINDINGS if diagnostics and not exit_zero else EXIT_CLEAN)
@@ -194,17 +241,35 @@ class _Progress:
 @click.option("--steps", default=2, show_default=True, help="Optimizer steps per rank before data loading winds down (0: no limit).")
 @click.option("--example", default=None, help="Call this function of the file (returns (model, args[, kwargs])) instead of running it.")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def verify(path: str, script_args: tuple[str, ...], nproc: int, device: str, timeout: float, steps: int, example: str | None, output_format: str) -> None:
+@_rule_selection
+def verify(
+    path: str,
+    script_args: tuple[str, ...],
+    nproc: int,
+    device: str,
+    timeout: float,
+    steps: int,
+    example: str | None,
+    output_format: str,
+    select: tuple[str, ...],
+    extend_select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    config_path: str | None,
+) -> None:
     """Run PATH in parallel and confirm its findings with the real error. Arguments after `--` go to the script."""
     from pitfall_lint.harness.report import write_json, write_text
     from pitfall_lint.harness.verify import HarnessError, VerifyOptions, verify as run_verify
 
     if not os.path.lexists(path):
         _fail(f"{path}: no such file or directory")
+    try:
+        _, rules, _ = _load_selection(config_path, select, extend_select, ignore)
+    except ConfigError as error:
+        _fail(str(error))
     options = VerifyOptions(nproc, device, timeout, steps, example, script_args)
     progress = _Progress()
     try:
-        report = run_verify(path, options, [r for r in all_rules() if r.info.enabled_by_default], progress)
+        report = run_verify(path, options, rules, progress)
     except HarnessError as error:
         progress.close()
         _fail(str(error))

@@ -25,6 +25,10 @@ class FileContext:
         self.memo: dict[object, object] = {}
         self._names: dict[int, str | None] = {}
 
+    @property
+    def is_notebook(self) -> bool:
+        return self.path.endswith(".ipynb")
+
     def qualified_name(self, expr: ast.AST, ancestors: Sequence[ast.AST] | None = None) -> str | None:
         """Resolved in the scope of the node being visited, unless other ancestors are given."""
         if ancestors is not None:

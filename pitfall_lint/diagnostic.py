@@ -18,6 +18,7 @@ class RuleInfo:
     severity: Severity
     enabled_by_default: bool = True
     verifiable: bool = False
+    hint: str = ""  # the fix in one line, shown by --show-source
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -33,6 +34,7 @@ class Diagnostic:
     end_column: int
     severity: Severity
     message: str
+    cell: int | None = None  # in a notebook: the 1-based cell, and `line` counts within it
 
 
 PARSE_ERROR = RuleInfo(

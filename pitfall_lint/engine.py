@@ -6,10 +6,11 @@ import ast
 import traceback
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import PARSE_ERROR, Diagnostic
+from pitfall_lint.notebook import NOTEBOOK_SUFFIX, NotebookError, NotebookSource, read_notebook
 from pitfall_lint.rules.base import Rule
 from pitfall_lint.source import SourceText, decoding_error
 from pitfall_lint.suppress import is_suppressed
@@ -27,6 +28,12 @@ def _parse_error(path: str, message: str, line: int = 1, column: int = 1) -> Fil
     info = PARSE_ERROR
     diagnostic = Diagnostic(path, line, column, info.code, info.name, line, column, info.severity, message)
     return FileResult(path, (diagnostic,))
+
+
+def _in_cells(diagnostic: Diagnostic, notebook: NotebookSource) -> Diagnostic:
+    cell, line = notebook.origin(diagnostic.line)
+    end_cell, end_line = notebook.origin(diagnostic.end_line)
+    return replace(diagnostic, cell=cell, line=line, end_line=end_line if end_cell == cell else line)
 
 
 def _describe_internal_error(error: Exception) -> str:
@@ -47,7 +54,7 @@ def _child_fields(node_type: type[ast.AST]) -> tuple[str, ...]:
 
 class Engine:
     def __init__(self, rules: Sequence[type[Rule]]) -> None:
-        self._rules = tuple(rules)
+        self._rules = tuple(rule for rule in rules if not rule.runtime_only)
         self._trigger_bytes = [tuple(tuple(t.encode() for t in group) for group in rule.triggers) for rule in self._rules]
 
     def check_file(self, path: str) -> FileResult:
@@ -63,6 +70,16 @@ class Engine:
             yield self.check_file(path)
 
     def check_source(self, path: str, data: bytes) -> FileResult:
+        if not path.endswith(NOTEBOOK_SUFFIX):
+            return self._check_python(path, data)
+        try:
+            notebook = read_notebook(data)
+        except NotebookError as error:
+            return _parse_error(path, str(error))
+        result = self._check_python(path, notebook.text.encode("utf-8"))
+        return replace(result, diagnostics=tuple(sorted(_in_cells(d, notebook) for d in result.diagnostics)))
+
+    def _check_python(self, path: str, data: bytes) -> FileResult:
         applicable = [
             rule
             for rule, groups in zip(self._rules, self._trigger_bytes)

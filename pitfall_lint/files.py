@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-PYTHON_SUFFIXES = (".py",)
+PYTHON_SUFFIXES = (".py", ".ipynb")
 # Never ours to check: version control, virtual environments, caches and build output.
 DEFAULT_EXCLUDED_DIRECTORIES = frozenset(
     {

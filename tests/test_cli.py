@@ -54,6 +54,7 @@ def test_json_document(project: Path) -> None:
             "code": "PFL201",
             "name": "unguarded-torch-save",
             "path": "save.py",
+            "cell": None,
             "line": 4,
             "column": 1,
             "end_line": 4,

@@ -14,6 +14,10 @@ class Report:
     diagnostics: Sequence[Diagnostic]
     rules: Sequence[RuleInfo]  # every rule that ran, for formats that describe them
     files_checked: int
+    # Text only: the offending lines with a caret and the fix hint; colour; counts per rule instead.
+    show_source: bool = False
+    color: bool = False
+    statistics: bool = False
 
 
 Writer = Callable[[Report, TextIO], None]

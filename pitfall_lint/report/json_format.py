@@ -9,7 +9,7 @@ from typing import TextIO
 from pitfall_lint import __version__
 from pitfall_lint.report import Report
 
-_FIELDS = ("code", "name", "path", "line", "column", "end_line", "end_column", "severity", "message")
+_FIELDS = ("code", "name", "path", "cell", "line", "column", "end_line", "end_column", "severity", "message")
 
 
 def write(report: Report, out: TextIO) -> None:

@@ -1,15 +1,58 @@
-"""`path:line:col: CODE message`, one per line, then a summary, as ruff prints."""
+"""`path:line:col: CODE message`, one per line, then a summary, as ruff prints; optionally with source."""
 
 from __future__ import annotations
 
+import linecache
+from collections import Counter
 from typing import TextIO
 
+import click
+
+from pitfall_lint.diagnostic import Diagnostic
 from pitfall_lint.report import Report
 
 
+def _style(text: str, color: bool, **style: object) -> str:
+    return click.style(text, **style) if color else text  # type: ignore[arg-type]
+
+
+def _source(d: Diagnostic, hint: str, color: bool) -> list[str]:
+    """Ruff's full format: the flagged lines, a caret under the span, the fix hint."""
+    last = d.line if d.end_line - d.line > 3 else d.end_line
+    linecache.checkcache(d.path)
+    lines = [linecache.getline(d.path, n).rstrip("\r\n") for n in range(d.line, last + 1)]
+    if not any(lines):
+        return []
+    width = len(str(last))
+    bar = _style("|", color, fg="blue", bold=True)
+    shown = [f"{' ' * width} {bar}"]
+    for offset, text in enumerate(lines):
+        number = d.line + offset
+        shown.append(f"{_style(str(number).rjust(width), color, fg='blue', bold=True)} {bar} {text}")
+        start = d.column - 1 if number == d.line else len(text) - len(text.lstrip())
+        end = d.end_column - 1 if number == d.end_line else len(text)
+        carets = "^" * max(1, end - start)
+        label = f" {d.code}" if number == last else ""
+        shown.append(f"{' ' * width} {bar} {' ' * start}{_style(carets + label, color, fg='red', bold=True)}")
+    if hint:
+        shown.append(f"{' ' * width} {_style('=', color, fg='blue', bold=True)} {_style('help:', color, bold=True)} {hint}")
+    return [*shown, ""]
+
+
 def write(report: Report, out: TextIO) -> None:
+    color = report.color
+    if report.statistics:
+        names = {rule.code: rule.name for rule in report.rules}
+        for code, count in sorted(Counter(d.code for d in report.diagnostics).items(), key=lambda item: (-item[1], item[0])):
+            out.write(f"{count:>5}\t{_style(code, color, fg='red', bold=True)}\t{names.get(code, '')}\n")
+        return
+    hints = {rule.code: rule.hint for rule in report.rules}
     for d in report.diagnostics:
-        out.write(f"{d.path}:{d.line}:{d.column}: {d.code} {d.message}\n")
+        cell = f"cell {d.cell}:" if d.cell is not None else ""
+        location = _style(f"{d.path}:{cell}{d.line}:{d.column}:", color, bold=True)
+        out.write(f"{location} {_style(d.code, color, fg='red', bold=True)} {d.message}\n")
+        if report.show_source and d.cell is None:
+            out.writelines(line + "\n" for line in _source(d, hints.get(d.code, ""), color))
     count = len(report.diagnostics)
     if count:
         files = len({d.path for d in report.diagnostics})

@@ -18,6 +18,8 @@ class Rule:
     triggers: ClassVar[tuple[tuple[str, ...], ...]]
     # Node types passed to `visit`, in source order, during the engine's one traversal.
     subscriptions: ClassVar[tuple[type[ast.AST], ...]] = ()
+    # A pitfall that only `verify` can see (no static check): the engine never runs it.
+    runtime_only: ClassVar[bool] = False
 
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx

@@ -24,6 +24,7 @@ class BoundMethodOnModule(Rule):
         name="bound-method-on-module",
         summary="A bound method of the module stored in an instance attribute breaks nn.DataParallel replicas.",
         severity="warning",
+        hint="define a method that dispatches (`def forward(self, x): return self.other(x)`), or store the method's name and `getattr(self, name)` at call time",
         verifiable=True,
     )
     triggers = (("class",), ("Module", "nn.", "torch.nn"))

@@ -19,6 +19,7 @@ class PadPackedWithoutTotalLength(Rule):
         name="pad-packed-without-total-length",
         summary="pad_packed_sequence without total_length in a Module: DataParallel's gather fails.",
         severity="warning",
+        hint='pass `total_length=<padded input>.size(1)` (batch-first) or `.size(0)`, so every replica pads to the same length',
         verifiable=True,
     )
     triggers = (("pad_packed_sequence",), ("class",))

@@ -1,0 +1,61 @@
+"""Baselines: adopt the linter on an old codebase by reporting only findings that are new.
+
+An entry is matched by code, path and a fingerprint of the flagged source (its lines with the
+indentation stripped), never by line number, so edits above a finding do not resurrect it.
+Identical findings in one file are counted, so a second copy of a flagged line is new.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import linecache
+from collections import Counter
+from pathlib import Path
+
+from pitfall_lint.diagnostic import Diagnostic
+
+FORMAT_VERSION = 1
+_MAX_LINES = 5
+
+
+class BaselineError(Exception):
+    """A one-line reason the baseline file cannot be used."""
+
+
+def fingerprint(diagnostic: Diagnostic) -> str:
+    linecache.checkcache(diagnostic.path)  # the file may have changed since this process last read it
+    last = min(diagnostic.end_line, diagnostic.line + _MAX_LINES - 1)
+    text = "\n".join(linecache.getline(diagnostic.path, n).strip() for n in range(diagnostic.line, last + 1))
+    return hashlib.blake2b(f"{diagnostic.code}\n{text}".encode(), digest_size=12).hexdigest()
+
+
+def _key(diagnostic: Diagnostic) -> tuple[str, str, str]:
+    return diagnostic.code, Path(diagnostic.path).as_posix(), fingerprint(diagnostic)
+
+
+def write(path: Path, diagnostics: list[Diagnostic]) -> None:
+    entries = [
+        {"code": code, "path": file, "fingerprint": print_, "line": d.line}
+        for d in diagnostics
+        for code, file, print_ in [_key(d)]
+    ]
+    path.write_text(json.dumps({"version": FORMAT_VERSION, "tool": "pitfall-lint", "findings": entries}, indent=2) + "\n")
+
+
+def new_findings(path: Path, diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+        known = Counter((e["code"], e["path"], e["fingerprint"]) for e in document["findings"])
+    except OSError as error:
+        raise BaselineError(f"{path}: cannot read the baseline: {error.strerror or error}") from None
+    except (ValueError, KeyError, TypeError) as error:
+        raise BaselineError(f"{path}: not a pitfall-lint baseline ({type(error).__name__}: {error})") from None
+    fresh = []
+    for diagnostic in diagnostics:
+        key = _key(diagnostic)
+        if known[key] > 0:
+            known[key] -= 1
+        else:
+            fresh.append(diagnostic)
+    return fresh
