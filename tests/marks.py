@@ -10,15 +10,26 @@ from pitfall_lint.rules import all_rules
 
 REPO = Path(__file__).resolve().parents[1]
 _EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>PFL\d{3}(?:\s*,\s*PFL\d{3})*)")
+_EXPECT_AT_RUNTIME = re.compile(r"#\s*verify-expect:\s*(?P<codes>PFL\d{3}(?:\s*,\s*PFL\d{3})*)")
 
 
-def expected(source: str) -> set[tuple[str, int]]:
+def _marks(source: str, pattern: re.Pattern[str]) -> set[tuple[str, int]]:
     found = set()
     for number, line in enumerate(source.splitlines(), start=1):
-        match = _EXPECT.search(line)
+        match = pattern.search(line)
         if match:
             found.update((code.strip(), number) for code in match.group("codes").split(","))
     return found
+
+
+def expected(source: str) -> set[tuple[str, int]]:
+    """What the static check must report."""
+    return _marks(source, _EXPECT)
+
+
+def expected_at_runtime(source: str) -> set[tuple[str, int]]:
+    """What only `verify` reports (rules without a static check)."""
+    return _marks(source, _EXPECT_AT_RUNTIME)
 
 
 def reported(source: str | bytes, path: str = "example.py") -> set[tuple[str, int]]:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from marks import REPO, expected
+from marks import REPO, expected, expected_at_runtime
 
 pytest.importorskip("torch", reason="verify needs torch (the [verify] extra); CI installs torch==2.13.0")
 
@@ -35,6 +35,14 @@ def fixture(code: str, name: str, kind: str) -> Path:
     return REPO / "fixtures" / f"{code}-{name}" / f"{kind}.py"
 
 
+def selecting(code: str) -> tuple[str, ...]:
+    """verify runs the rules check would: one that is off by default must be asked for."""
+    from pitfall_lint.rules import all_rules
+
+    (rule,) = [r for r in all_rules() if r.info.code == code]
+    return () if rule.info.enabled_by_default else ("--extend-select", code)
+
+
 BAD = [
     ("PFL101", "bound-method-on-module", {("PFL101", 18, "confirmed"), ("PFL101", 20, "not-run")},
      "Expected all tensors to be on the same device"),
@@ -43,14 +51,25 @@ BAD = [
     ("PFL201", "unguarded-torch-save", {("PFL201", 24, "confirmed")}, "ranks 0 and 1 each wrote"),
     ("PFL301", "missing-main-guard", {("PFL301", 16, "confirmed")},
      "An attempt has been made to start a new process before the current process has finished its bootstrapping phase"),
+    ("PFL110", "batch-smaller-than-replicas", {("PFL110", 25, "confirmed")},
+     "Expected more than 1 value per channel when training, got input size torch.Size([1, 8])"),
+    ("PFL202", "load-without-map-location", {("PFL202", 21, "confirmed")}, "saved from cuda:0, without map_location"),
+    ("PFL203", "wrapped-state-dict", {("PFL203", 22, "confirmed")}, "starts with `module.` (e.g. `module.weight`)"),
+    ("PFL204", "load-without-barrier", {("PFL204", 22, "confirmed")}, "No such file or directory"),
+    ("PFL103", "dp-scatter-dim-mismatch", {("PFL103", 21, "confirmed")}, "to be equal to batch_size, but got 4 (batch_size=8)"),
+    ("PFL306", "hardcoded-master-port", {("PFL306", 22, "confirmed")}, "EADDRINUSE"),
+    ("PFL401", "missing-distributed-sampler", {("PFL401", 19, "confirmed")}, "ranks 0, 1 each iterated all 8 samples through a RandomSampler"),
+    ("PFL402", "missing-set-epoch", {("PFL402", 18, "confirmed")}, "the sampler's epoch stayed 0, so every epoch repeats the first shuffle"),
+    ("PFL404", "rank-seeding", {("PFL404", 20, "confirmed")}, "seeds [0, 1] gave the ranks different permutations"),
 ]
 
 
 @pytest.mark.parametrize(("code", "name", "expected_verdicts", "evidence"), BAD, ids=[b[0] for b in BAD])
 def test_bad_fixture_is_confirmed_with_the_real_error(code: str, name: str, expected_verdicts: set, evidence: str) -> None:
     path = fixture(code, name, "bad")
-    assert {(c, line) for c, line, _ in expected_verdicts} == expected(path.read_text())
-    returncode, report, _ = verify(path)
+    source = path.read_text()
+    assert {(c, line) for c, line, _ in expected_verdicts} == expected(source) | expected_at_runtime(source)
+    returncode, report, _ = verify(path, *selecting(code))
     assert returncode == 1
     assert verdicts(report) == expected_verdicts
     (confirmed,) = [f for f in report["findings"] if f["status"] == "confirmed"]
@@ -60,9 +79,29 @@ def test_bad_fixture_is_confirmed_with_the_real_error(code: str, name: str, expe
 
 @pytest.mark.parametrize(("code", "name"), [(b[0], b[1]) for b in BAD], ids=[b[0] for b in BAD])
 def test_fixed_fixture_runs_clean(code: str, name: str) -> None:
-    returncode, report, stderr = verify(fixture(code, name, "fixed"))
+    returncode, report, stderr = verify(fixture(code, name, "fixed"), *selecting(code))
     assert (returncode, report["findings"], report["unexplained"]) == (0, [], []), stderr
     assert report["outcome"] == "finished without a failure; no process left behind"
+
+
+def test_a_rule_that_is_off_by_default_is_only_verified_when_selected() -> None:
+    path = fixture("PFL202", "load-without-map-location", "bad")
+    assert selecting("PFL202")
+    returncode, report, _ = verify(path)  # the CPU run fails, and no selected rule explains it
+    assert (returncode, report["findings"]) == (2, [])
+    (unexplained,) = report["unexplained"]
+    assert "Attempting to deserialize object on a CUDA device" in json.dumps(unexplained)
+    returncode, report, _ = verify(path, "--select", "PFL2")
+    assert (returncode, verdicts(report)) == (1, {("PFL202", 21, "confirmed")})
+
+
+def test_verify_rejects_an_unknown_code_in_one_line() -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "pitfall_lint", "verify", "--select", "PFL999", str(fixture("PFL202", "load-without-map-location", "bad"))],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )
+    assert (completed.returncode, completed.stdout) == (2, "")
+    assert completed.stderr == "error: --select: 'PFL999' matches no rule code\n"
 
 
 def test_pfl101_mechanism_names_the_bound_method() -> None:

@@ -57,13 +57,27 @@ def mentions_name(node: ast.AST, name: str) -> bool:
     return is_name(node, name) or any(mentions_name(child, name) for child in ast.iter_child_nodes(node))
 
 
-def local_value(name: str, function: Function | None, before_line: int) -> ast.AST | None:
-    """The last simple assignment to `name` in the function before the given line."""
-    if function is None:
+def assignments_in(scope: ast.AST) -> list[ast.Assign]:
+    """Assignments that run in this scope itself, not in the functions or classes it defines."""
+    found, todo = [], list(ast.iter_child_nodes(scope))
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Assign):
+            found.append(node)
+        todo.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def local_value(name: str, function: Function | None, before_line: int, module: ast.Module | None = None) -> ast.AST | None:
+    """The last simple assignment to `name` before the given line: in the function, else (if given) at module level."""
+    scope: ast.AST | None = function if function is not None else module
+    if scope is None:
         return None
     value = None
     latest = 0
-    for node in ast.walk(function):
+    for node in assignments_in(scope) if scope is module else ast.walk(scope):
         if (
             isinstance(node, ast.Assign)
             and latest <= node.lineno < before_line

@@ -20,9 +20,12 @@ from pitfall_lint.engine import Engine
 from pitfall_lint.harness import isolation
 from pitfall_lint.harness.planning import Plan, plan_run
 from pitfall_lint.harness.probes import all_probes
+from pitfall_lint.harness.probes.base import last_line
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord, Status
 from pitfall_lint.harness.runner import run_guarded
 from pitfall_lint.rules.base import Rule
+from pitfall_lint.source import SourceText
+from pitfall_lint.suppress import is_suppressed
 
 SHIM = str(Path(__file__).resolve().parent / "shim")
 _NEEDS_CUDA = re.compile(
@@ -159,7 +162,7 @@ def _why_not_run(run: RunRecord, plan: Plan, finding: Diagnostic, timeout: float
     if needs_cuda is None and _NEEDS_CUDA.search(run.output):
         needs_cuda = {"type": "RuntimeError", "message": _NEEDS_CUDA.search(run.output)[0]}  # type: ignore[index]
     if needs_cuda is not None:
-        return f"the code needs CUDA, which this run lacks ({needs_cuda['type']}: {_last_line(needs_cuda['message'])}); run verify on a GPU machine"
+        return f"the code needs CUDA, which this run lacks ({needs_cuda['type']}: {last_line(needs_cuda['message'])}); run verify on a GPU machine"
     if run.timed_out:
         return f"the run did not finish within {timeout:g} s and was stopped; raise --timeout or lower --steps"
     if finding.line not in run.lines:
@@ -167,7 +170,7 @@ def _why_not_run(run: RunRecord, plan: Plan, finding: Diagnostic, timeout: float
         return f"line {finding.line} never ran{hint}"
     failure = next(iter(run.errors), None)
     if failure is not None:
-        return f"the run failed before the pitfall could show: {failure['type']}: {_last_line(failure['message'])}"
+        return f"the run failed before the pitfall could show: {failure['type']}: {last_line(failure['message'])}"
     return "the run never exercised this pitfall (nothing ran it in parallel)"
 
 
@@ -175,11 +178,6 @@ def _describe_outcome(returncode: int | None, timed_out: bool, timeout: float) -
     if timed_out:
         return f"stopped after {timeout:g} s (timeout)"
     return "finished without a failure" if returncode == 0 else f"failed (exit code {returncode})"
-
-
-def _last_line(text: str | None) -> str:
-    stripped = (text or "").strip()
-    return stripped.splitlines()[-1] if stripped else ""
 
 
 def verify(
@@ -208,12 +206,16 @@ def verify(
     (scratch / "trace").mkdir()
     port = _free_loopback_port()
     command, what = _command(plan, script, options, port)
+    source_lines = data.decode("utf-8", errors="replace").splitlines()
+    requested: dict[str, str] = {}
+    for code, probe in probes.items():
+        requested.update(probe.environment([f for f in probed if f.code == code], source_lines))
     report.mode = f"{plan.kind}: {what}; {device_note}"
     report.scratch = str(scratch)
     progress(f"running {path} ({report.mode})")
     try:
         outcome = run_guarded(
-            command, timeout=options.timeout, env=_environment(scratch, script, device, options, port),
+            command, timeout=options.timeout, env={**_environment(scratch, script, device, options, port), **requested},
             cwd=os.getcwd(), isolate_network=True, preexec=isolation.enter_loopback_only_namespace,
         )
         run = RunRecord.read(script, scratch / "trace", outcome.output, outcome.returncode, outcome.timed_out)
@@ -236,6 +238,13 @@ def verify(
             judgement = Judgement("not-run", Evidence(_why_not_run(run, plan, finding, options.timeout)))
         explained.update(judgement.explains)
         report.verdicts.append(Verdict(finding, judgement.status, judgement.evidence, report.mode, round(outcome.seconds, 2)))
+    text = SourceText(data)
+    for probe in probes.values():
+        for finding, judgement in probe.observe(path, run):
+            if is_suppressed(finding.code, text.line(finding.line)):
+                continue
+            explained.update(judgement.explains)
+            report.verdicts.append(Verdict(finding, judgement.status, judgement.evidence, report.mode, round(outcome.seconds, 2)))
     report.unexplained = _unexplained(run, explained)
     report.failure = _run_failure(run, report, options.timeout)
     return report
@@ -246,7 +255,7 @@ def _run_failure(run: RunRecord, report: VerifyReport, timeout: float) -> str | 
         return f"{report.path}: the run did not finish within {timeout:g} s; it was stopped and its processes killed"
     needs_cuda = next((e for e in run.errors if _NEEDS_CUDA.search(e.get("message") or "")), None)
     if needs_cuda is not None:
-        return f"{report.path}: needs CUDA, which this run lacks: {needs_cuda['type']}: {_last_line(needs_cuda['message'])}"
+        return f"{report.path}: needs CUDA, which this run lacks: {needs_cuda['type']}: {last_line(needs_cuda['message'])}"
     if report.unexplained:
         first = report.unexplained[0]
         frame = first.get("user_frame")
@@ -265,7 +274,7 @@ def _unexplained(run: RunRecord, explained: set[int]) -> list[dict[str, Any]]:
     failures = []
     causes = [e for e in run.errors if e.get("type") not in _ECHOES]
     for index, error in enumerate(run.errors):
-        key = (error.get("type", ""), _last_line(error.get("message")))
+        key = (error.get("type", ""), last_line(error.get("message")))
         if index in explained or key in seen or _NEEDS_CUDA.search(error.get("message") or ""):
             continue
         if error.get("type") in _ECHOES and (causes or index in explained):

@@ -6,7 +6,7 @@ import ast
 
 from pitfall_lint.analysis.distributed import sets_up_distributed
 from pitfall_lint.analysis.ranks import is_restricted_to_one_rank, path_mentions_rank
-from pitfall_lint.analysis.scopes import enclosing_function, local_value
+from pitfall_lint.analysis.buffers import is_in_memory_buffer
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import Rule
@@ -20,6 +20,7 @@ class UnguardedTorchSave(Rule):
         name="unguarded-torch-save",
         summary="torch.save in distributed code that every rank runs: the ranks overwrite one file.",
         severity="error",
+        hint='save on one rank (`if dist.get_rank() == 0:`) and `dist.barrier()` before others read it, or put the rank in the file name',
         verifiable=True,
     )
     # torch.save, in a file that sets_up_distributed() could recognise.
@@ -35,20 +36,13 @@ class UnguardedTorchSave(Rule):
         if self.ctx.qualified_name(node.func) == "torch.save":
             self._saves.append((node, list(self.ctx.ancestors)))
 
-    def _in_memory(self, path: ast.expr, ancestors: list[ast.AST]) -> bool:
-        """A save into an `io.BytesIO` buffer writes no shared file."""
-        if isinstance(path, ast.Name):
-            value = local_value(path.id, enclosing_function(ancestors), path.lineno)
-            return isinstance(value, ast.Call) and self.ctx.qualified_name(value.func, ancestors) == "io.BytesIO"
-        return isinstance(path, ast.Call) and self.ctx.qualified_name(path.func, ancestors) == "io.BytesIO"
-
     def finish(self) -> None:
         if not self._saves or not sets_up_distributed(self.ctx):
             return
         for call, ancestors in self._saves:
             path = call.args[_PATH_POSITION] if len(call.args) > _PATH_POSITION else None
             path = next((k.value for k in call.keywords if k.arg == "f"), path)
-            if path is not None and (path_mentions_rank(path, ancestors) or self._in_memory(path, ancestors)):
+            if path is not None and (path_mentions_rank(path, ancestors) or is_in_memory_buffer(self.ctx, path, ancestors)):
                 continue
             if is_restricted_to_one_rank(self.ctx, call, ancestors):
                 continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import threading
@@ -36,12 +37,14 @@ class LineRecorder:
             return self._on_line
         return None
 
-    def __enter__(self) -> LineRecorder:
+    def start(self) -> None:
         threading.settrace(self._on_call)
         sys.settrace(self._on_call)
-        return self
+        atexit.register(self.report)
 
-    def __exit__(self, *exc: object) -> None:
+    def report(self) -> None:
+        """At exit: spawned workers and ranks record the lines they ran, not only the first process."""
         sys.settrace(None)
         threading.settrace(None)  # type: ignore[arg-type]
-        emit("lines", file=self._script, lines=sorted(self.lines))
+        if self.lines:
+            emit("lines", file=self._script, lines=sorted(self.lines))

@@ -30,7 +30,7 @@ from torch.autograd import Function
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
-from pitfall_lint.harness.child.events import emit
+from pitfall_lint.harness.child.events import emit, user_line
 
 EMULATION_TAG = "[pitfall-lint DataParallel emulation"
 _replicate_module = sys.modules["torch.nn.parallel.replicate"]
@@ -156,6 +156,26 @@ def _cell(cell: Any) -> Any:
         return None
 
 
+def emit_scatter(data_parallel: nn.DataParallel, chunks: Any) -> None:
+    """How the batch was split (PFL110): chunk sizes along the scatter dimension, and whether BatchNorm trains."""
+    dim = data_parallel.dim
+    sizes = [next((t.size(dim) for t in tree_flatten(c)[0] if isinstance(t, torch.Tensor) and t.dim() > dim), None) for c in chunks]
+    batch_norm = any(isinstance(m, nn.modules.batchnorm._BatchNorm) and m.training for m in data_parallel.module.modules())
+    emit("scatter", replicas=len(data_parallel.device_ids), chunks=sizes, line=user_line(), batch_norm=batch_norm)
+
+
+def record_scatters(data_parallel_class: type[nn.DataParallel]) -> None:
+    """On real devices, torch's own DataParallel reports its splits the same way."""
+    original = data_parallel_class.scatter
+
+    def scatter(self: nn.DataParallel, inputs: Any, kwargs: Any, device_ids: Any) -> Any:
+        chunks, chunk_kwargs = original(self, inputs, kwargs, device_ids)
+        emit_scatter(self, chunks)
+        return chunks, chunk_kwargs
+
+    data_parallel_class.scatter = scatter  # type: ignore[method-assign]
+
+
 class EmulatedDataParallel(nn.DataParallel):
     """Stands in for nn.DataParallel when there are fewer than N CUDA devices."""
 
@@ -174,6 +194,11 @@ class EmulatedDataParallel(nn.DataParallel):
         self.src_device_obj = first.device if first is not None else torch.device("cpu")
         with _communication_swapped():
             return super().forward(*inputs, **kwargs)  # torch's own DataParallel.forward
+
+    def scatter(self, inputs: Any, kwargs: Any, device_ids: Any) -> Any:
+        chunks, chunk_kwargs = super().scatter(inputs, kwargs, device_ids)
+        emit_scatter(self, chunks)
+        return chunks, chunk_kwargs
 
     def parallel_apply(self, replicas: Any, inputs: Any, kwargs: Any) -> list[Any]:
         originals = {id(m): type(m) for m in self.module.modules()}

@@ -38,6 +38,15 @@ def user_script() -> str:
     return os.path.realpath(os.environ.get(SCRIPT, ""))
 
 
+def user_line() -> int | None:
+    """The line of the user's file that led to the current call."""
+    script = user_script()
+    for frame in reversed(traceback.extract_stack()):
+        if os.path.realpath(frame.filename) == script:
+            return frame.lineno
+    return None
+
+
 def user_frame(error: BaseException) -> dict[str, Any] | None:
     """The innermost frame in the user's file, also inside tracebacks that replicas carried as text."""
     script = user_script()

@@ -41,7 +41,7 @@ def main() -> int:
     import torch
     from torch.utils._pytree import tree_flatten
 
-    with observed(path, where="example"):
+    with observed(where="example"):
         model, args, kwargs = _example(path, function)
         output = torch.nn.DataParallel(model)(*args, **kwargs)
         floats = [t for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor) and t.is_floating_point()]

@@ -20,7 +20,7 @@ def main() -> int:
     sys.argv = sys.argv[1:]
     sys.path[0] = os.path.dirname(script)
     emit("start", mode="script", argv=sys.argv)
-    with observed(script, where="script"):
+    with observed(where="script"):
         runpy.run_path(script, run_name="__main__")
     return 0
 

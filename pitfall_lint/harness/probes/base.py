@@ -13,7 +13,24 @@ class Probe:
     # The run kinds that can exercise the pitfall at all.
     kinds: ClassVar[frozenset[str]]
 
+    def environment(self, findings: list[Diagnostic], source_lines: list[str]) -> dict[str, str]:
+        """Conditions to set up for the run (a slower disk, a busy port), given this probe's findings."""
+        return {}
+
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
         """A verdict, or None when the run never reached the mechanism (the caller says why)."""
         raise NotImplementedError
 
+    def observe(self, script: str, run: RunRecord) -> list[tuple[Diagnostic, Judgement]]:
+        """Findings that only the run can make (rules with no static check)."""
+        return []
+
+
+def errors_matching(run: RunRecord, *fragments: str) -> list[int]:
+    """Indices of the run's errors whose message contains one of the fragments."""
+    return [i for i, e in enumerate(run.errors) if any(f in (e.get("message") or "") for f in fragments)]
+
+
+def last_line(text: str | None) -> str:
+    stripped = (text or "").strip()
+    return stripped.splitlines()[-1] if stripped else ""

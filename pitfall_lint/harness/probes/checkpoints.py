@@ -1,17 +1,26 @@
-"""PFL201, observed by recording every torch.save on every rank."""
+"""PFL201-PFL204: what every rank saved and loaded, recorded per rank by the child processes."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 
 from pitfall_lint.diagnostic import Diagnostic
-from pitfall_lint.harness.probes.base import Probe
+from pitfall_lint.harness.probes.base import Probe, errors_matching, last_line
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord
+
+_DISTRIBUTED = frozenset({"distributed", "script"})
+# Long enough that the other ranks reach their load while rank 0 is still "writing".
+_SAVE_DELAY_SECONDS = "1.5"
+
+
+def _listed(ranks: set[int]) -> str:
+    *others, last = [str(r) for r in sorted(ranks)]
+    return f"{', '.join(others)} and {last}" if others else last
 
 
 class UnguardedSaveProbe(Probe):
     code = "PFL201"
-    kinds = frozenset({"distributed", "script"})
+    kinds = _DISTRIBUTED
 
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
         writers: dict[str, set[int]] = defaultdict(set)
@@ -22,14 +31,96 @@ class UnguardedSaveProbe(Probe):
             return None
         path, ranks = max(writers.items(), key=lambda item: len(item[1]))
         if len(ranks) > 1:
-            *others, last = [str(r) for r in sorted(ranks)]
-            listed = f"{', '.join(others)} and {last}"
             return Judgement(
                 "confirmed",
                 Evidence(
-                    f"ranks {listed} each wrote {path} from line {finding.line}: concurrent writers of one file "
+                    f"ranks {_listed(ranks)} each wrote {path} from line {finding.line}: concurrent writers of one file "
                     "corrupt it (the writes went to the scratch folder)"
                 ),
             )
-        (rank,) = ranks
-        return Judgement("not-reproduced", Evidence(f"only rank {rank} wrote {path}"))
+        return Judgement("not-reproduced", Evidence(f"only rank {_listed(ranks)} wrote {path}"))
+
+
+class MapLocationProbe(Probe):
+    code = "PFL202"
+    kinds = _DISTRIBUTED
+
+    def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
+        loads = [e for e in run.of("load") if e.get("line") == finding.line and not e.get("map_location") and e.get("rank") is not None]
+        if not loads:
+            return None
+        devices = sorted({d for e in loads for d in e.get("saved_on", [])})
+        ranks = {e["rank"] for e in loads}
+        gpu_devices = [d for d in devices if d.startswith("cuda")]
+        if gpu_devices and len(ranks) > 1:
+            failures = tuple(errors_matching(run, "Attempting to deserialize object on a CUDA device"))
+            here = ""
+            if failures:
+                here = f"; without CUDA here, the load failed: {last_line(run.errors[failures[0]].get('message'))}"
+            return Judgement(
+                "confirmed",
+                Evidence(
+                    f"ranks {_listed(ranks)} each loaded {loads[0]['path']}, saved from {', '.join(gpu_devices)}, without "
+                    f"map_location: on GPUs every rank restores it onto {gpu_devices[0]}{here}"
+                ),
+                failures,
+            )
+        if len(ranks) > 1:
+            return Judgement("not-reproduced", Evidence(f"the checkpoint holds tensors saved from {', '.join(devices) or 'no device'}, which every rank can load"))
+        return Judgement("not-reproduced", Evidence(f"only rank {_listed(ranks)} loaded it"))
+
+
+class WrappedStateDictProbe(Probe):
+    code = "PFL203"
+    kinds = _DISTRIBUTED | {"example"}
+
+    def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
+        failures = tuple(errors_matching(run, 'Unexpected key(s) in state_dict: "module.'))
+        saved = [e for e in run.of("save") if e.get("line") == finding.line]
+        if saved:
+            key = next((e["prefixed_key"] for e in saved if e.get("prefixed_key")), None)
+            if key is None:
+                return Judgement("not-reproduced", Evidence("the saved state_dict's keys carry no `module.` prefix"))
+            tail = f"; loading it into the bare model failed: {last_line(run.errors[failures[0]].get('message')).strip()}" if failures else ""
+            return Judgement("confirmed", Evidence(f"every key of the saved state_dict starts with `module.` (e.g. `{key}`){tail}"), failures)
+        lenient = [e for e in run.of("lenient-load") if e.get("line") == finding.line]
+        if lenient:
+            event = lenient[0]
+            if event.get("unexpected_prefixed") and event.get("loaded") == 0:
+                return Judgement(
+                    "confirmed",
+                    Evidence(f"strict=False loaded nothing: {event['missing']} keys missing, unexpected ones such as `{event['unexpected_prefixed'][0]}`"),
+                )
+            return Judgement("not-reproduced", Evidence("the lenient load matched the model's keys"))
+        return None
+
+
+class BarrierProbe(Probe):
+    code = "PFL204"
+    kinds = _DISTRIBUTED
+
+    def environment(self, findings: list[Diagnostic], source_lines: list[str]) -> dict[str, str]:
+        return {"PITFALL_LINT_SAVE_DELAY": _SAVE_DELAY_SECONDS} if findings else {}
+
+    def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
+        loads = [e for e in run.of("load") if e.get("line") == finding.line]
+        failures = [
+            i for i in errors_matching(run, "No such file or directory", "PytorchStreamReader failed", "EOFError", "Ran out of input")
+            if (run.errors[i].get("user_frame") or {}).get("line") == finding.line
+        ]
+        if failures:
+            error = run.errors[failures[0]]
+            return Judgement(
+                "confirmed",
+                Evidence(
+                    f"with rank 0's save taking {_SAVE_DELAY_SECONDS} s (a slower disk), rank {error.get('rank')} read the "
+                    "checkpoint before it was written",
+                    error.get("type"),
+                    last_line(error.get("message")),
+                    error.get("user_frame"),
+                ),
+                tuple(failures) + tuple(errors_matching(run, "Connection closed by peer")),
+            )
+        if loads and run.returncode == 0:
+            return Judgement("not-reproduced", Evidence(f"every rank read a complete checkpoint even with a {_SAVE_DELAY_SECONDS} s slower save"))
+        return None

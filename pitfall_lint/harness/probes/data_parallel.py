@@ -6,7 +6,7 @@ import re
 from typing import Any, ClassVar
 
 from pitfall_lint.diagnostic import Diagnostic
-from pitfall_lint.harness.probes.base import Probe
+from pitfall_lint.harness.probes.base import Probe, errors_matching
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord
 
 _SHAPES = re.compile(r"got (\[[^\]]*\]), but expected (\[[^\]]*\])")
@@ -73,3 +73,55 @@ class PadPackedProbe(_DataParallelProbe):
             "each replica padded its chunk to its own longest sequence, so the replicas' outputs differ in length and "
             f"cannot be gathered{detail}"
         )
+
+
+class ScatterDimProbe(_DataParallelProbe):
+    code = "PFL103"
+    failure = re.compile(r"Expected `len\(lengths\)` to be equal to batch_size")
+    clean_run = "every replica received matching sequences and lengths"
+
+    def mechanism(self, error: dict[str, Any], run: RunRecord) -> str:
+        return (
+            "DataParallel split every tensor along dim 0, so a replica received a slice that is not a slice of the batch "
+            "(time steps of a time-major input, or the whole list of lengths with half the sequences)"
+        )
+
+
+_BATCH_NORM_FAILURE = "Expected more than 1 value per channel when training"
+
+
+class SmallBatchProbe(Probe):
+    """PFL110 has no static check: the run itself says where a batch was too small for the replicas."""
+
+    code = "PFL110"
+    kinds = frozenset({"script", "example"})
+
+    def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
+        return None  # never a static finding
+
+    def observe(self, script: str, run: RunRecord) -> list[tuple[Diagnostic, Judgement]]:
+        from pitfall_lint.rules.batch_smaller_than_replicas import BatchSmallerThanReplicas
+
+        info = BatchSmallerThanReplicas.info
+        failures = errors_matching(run, _BATCH_NORM_FAILURE)
+        found: dict[int, tuple[Diagnostic, Judgement]] = {}
+        for event in run.of("scatter"):
+            chunks = [c for c in event["chunks"] if c is not None]
+            line = event.get("line")
+            idle = event["replicas"] - len(chunks)
+            single = event.get("batch_norm") and 1 in chunks
+            if line is None or line in found or not (idle > 0 or single):
+                continue
+            batch = sum(chunks)
+            what = f"a batch of {batch} on {event['replicas']} replicas was split into chunks {chunks}"
+            if single:
+                mechanism = f"{what}: BatchNorm got a chunk of one sample"
+                evidence = _evidence(run.errors[failures[0]], mechanism) if failures else Evidence(mechanism)
+                judgement = Judgement("confirmed", evidence, tuple(failures))
+            else:
+                judgement = Judgement("confirmed", Evidence(f"{what}: {idle} replica(s) got nothing and idled"))
+            message = f"{what}; use a batch of at least 2 per replica (drop_last=True, or a batch size divisible by them)"
+            diagnostic = Diagnostic(script, line, 1, info.code, info.name, line, 1, info.severity, message)
+            found[line] = (diagnostic, judgement)
+        return list(found.values())
+

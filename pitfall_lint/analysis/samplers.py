@@ -1,0 +1,404 @@
+"""Data loading under DDP: DataLoaders, DistributedSamplers, where a sampler's loader goes, epoch loops.
+
+The data flow is deliberately shallow and file-local: a sampler is followed through assignments (names,
+`self.` attributes), conditional expressions, wrappers such as `BatchSampler(sampler)`, `sampler=`/
+`batch_sampler=` of a DataLoader (also through a `**kwargs` dict), `return`, and arguments of functions
+and classes defined in the same file. Whatever leaves the file is not followed, so the rules built on it
+stay quiet rather than guess.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from pitfall_lint.analysis.ranks import ancestors_of
+from pitfall_lint.analysis.scopes import FUNCTIONS, Function, self_name
+from pitfall_lint.context import FileContext
+
+DISTRIBUTED_SAMPLERS = frozenset(
+    {"torch.utils.data.DistributedSampler", "torch.utils.data.distributed.DistributedSampler"}
+)
+DATA_LOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+
+# DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, ...)
+LOADER_SAMPLER_POSITIONS = {"sampler": 3, "batch_sampler": 4}
+# DistributedSampler(dataset, num_replicas, rank, shuffle, seed, drop_last)
+SAMPLER_POSITIONS = {"dataset": 0, "num_replicas": 1, "rank": 2, "shuffle": 3, "seed": 4, "drop_last": 5}
+
+_FRAMEWORK_ROOTS = ("lightning", "pytorch_lightning", "lightning_fabric")
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+_MAX_DEPTH = 3
+
+
+def call_argument(call: ast.Call, keyword: str, position: int | None) -> ast.expr | None:
+    """The argument passed as `keyword=` or at `position`, None when it is not passed."""
+    for item in call.keywords:
+        if item.arg == keyword:
+            return item.value
+    if position is not None and position < len(call.args) and not any(
+        isinstance(a, ast.Starred) for a in call.args[: position + 1]
+    ):
+        return call.args[position]
+    return None
+
+
+def has_unpacked_arguments(call: ast.Call) -> bool:
+    """`f(*args)` or `f(**kwargs)`: any keyword may be hidden in them."""
+    return any(k.arg is None for k in call.keywords) or any(isinstance(a, ast.Starred) for a in call.args)
+
+
+def is_constant(node: ast.AST | None, value: object) -> bool:
+    return isinstance(node, ast.Constant) and node.value is value
+
+
+def _qualified(ctx: FileContext, node: ast.AST) -> str | None:
+    return ctx.qualified_name(node, ancestors_of(ctx, node))
+
+
+def is_distributed_sampler(ctx: FileContext, call: ast.AST) -> bool:
+    return isinstance(call, ast.Call) and _qualified(ctx, call.func) in DISTRIBUTED_SAMPLERS
+
+
+def is_data_loader(ctx: FileContext, call: ast.AST) -> bool:
+    return isinstance(call, ast.Call) and _qualified(ctx, call.func) in DATA_LOADERS
+
+
+def uses_loader_framework(ctx: FileContext) -> bool:
+    """Lightning (Trainer, Fabric) and Accelerate replace the sampler and call set_epoch themselves."""
+    key = ("uses-loader-framework",)
+    if key not in ctx.memo:
+        found = False
+        for node in ast.walk(ctx.tree):
+            if isinstance(node, ast.Import):
+                found = any(a.name.partition(".")[0] in _FRAMEWORK_ROOTS for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                found = node.level == 0 and (node.module or "").partition(".")[0] in _FRAMEWORK_ROOTS
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                found = node.func.attr == "prepare" and "accelerator" in ast.unparse(node.func.value).lower()
+            if found:
+                break
+        ctx.memo[key] = found
+    return ctx.memo[key]  # type: ignore[return-value]
+
+
+# --- file-local functions and classes -------------------------------------------------------------
+
+
+def _definitions(ctx: FileContext) -> dict[str, list[Function | ast.ClassDef]]:
+    """Every function, method and class of the file by name."""
+    key = ("samplers-definitions",)
+    if key not in ctx.memo:
+        found: dict[str, list[Function | ast.ClassDef]] = {}
+        for node in ast.walk(ctx.tree):
+            if isinstance(node, (*FUNCTIONS, ast.ClassDef)):
+                found.setdefault(node.name, []).append(node)
+        ctx.memo[key] = found
+    return ctx.memo[key]  # type: ignore[return-value]
+
+
+def _enclosing(ancestors: Sequence[ast.AST], kinds: tuple[type[ast.AST], ...]) -> ast.AST | None:
+    return next((a for a in reversed(ancestors) if isinstance(a, kinds)), None)
+
+
+def _method_self(ancestors: Sequence[ast.AST]) -> tuple[ast.ClassDef, str] | None:
+    """The class and instance name of the method enclosing a node (`self` in `def f(self)`)."""
+    for index in range(len(ancestors) - 1, 0, -1):
+        node, parent = ancestors[index], ancestors[index - 1]
+        if isinstance(node, FUNCTIONS) and isinstance(parent, ast.ClassDef):
+            name = self_name(node)
+            return (parent, name) if name else None
+    return None
+
+
+def called_definitions(ctx: FileContext, call: ast.Call) -> list[Function]:
+    """The functions of this file that a call may run: `f(...)`, `self.f(...)`, `Cls(...)` (its __init__)."""
+    definitions = _definitions(ctx)
+    if isinstance(call.func, ast.Name):
+        found = definitions.get(call.func.id, [])
+        functions: list[Function] = []
+        for item in found:
+            if isinstance(item, ast.ClassDef):
+                functions.extend(n for n in item.body if isinstance(n, FUNCTIONS) and n.name == "__init__")
+            elif not _is_method(ctx, item):
+                functions.append(item)
+        return functions
+    if isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name):
+        owner = _method_self(ancestors_of(ctx, call))
+        if owner is not None and call.func.value.id == owner[1]:
+            cls = owner[0]
+            return [n for n in cls.body if isinstance(n, FUNCTIONS) and n.name == call.func.attr]
+    return []
+
+
+def _is_method(ctx: FileContext, function: Function) -> bool:
+    ancestors = ancestors_of(ctx, function)
+    return bool(ancestors) and isinstance(ancestors[-1], ast.ClassDef)
+
+
+def call_sites(ctx: FileContext, function: Function) -> list[ast.Call]:
+    """Calls of a same-file function: by name for functions, through the instance for methods."""
+    key = ("samplers-call-sites", id(function))
+    if key not in ctx.memo:
+        method = _is_method(ctx, function)
+        sites = [
+            node
+            for node in ast.walk(ctx.tree)
+            if isinstance(node, ast.Call)
+            and (
+                (isinstance(node.func, ast.Attribute) and node.func.attr == function.name)
+                if method
+                else (isinstance(node.func, ast.Name) and node.func.id == function.name)
+            )
+            and function in called_definitions(ctx, node)
+        ]
+        ctx.memo[key] = sites
+    return ctx.memo[key]  # type: ignore[return-value]
+
+
+def _parameter_for(ctx: FileContext, function: Function, call: ast.Call, argument: ast.AST) -> str | None:
+    """The parameter of `function` that receives `argument` at this call."""
+    parameters = [*function.args.posonlyargs, *function.args.args]
+    if _is_method(ctx, function) and self_name(function) is not None:
+        parameters = parameters[1:]  # the instance
+    for item in call.keywords:
+        if item.value is argument:
+            return item.arg
+    for index, value in enumerate(call.args):
+        if isinstance(value, ast.Starred):
+            return None
+        if value is argument:
+            return parameters[index].arg if index < len(parameters) else None
+    return None
+
+
+# --- references: names and `self.` attributes a value is stored in -------------------------------
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A place a value is stored: a name in a function (or the module), or `self.<attr>` in a class."""
+
+    key: str
+    scope: ast.AST
+    attribute: bool = False
+
+    def uses(self, ctx: FileContext) -> Iterable[ast.expr]:
+        """The loads of this place in its scope."""
+        for node in ast.walk(self.scope):
+            if self.attribute:
+                if (
+                    isinstance(node, ast.Attribute)
+                    and isinstance(node.ctx, ast.Load)
+                    and node.attr == self.key
+                    and isinstance(node.value, ast.Name)
+                    and _is_self(ctx, node)
+                ):
+                    yield node
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id == self.key:
+                yield node
+
+    @property
+    def spelling(self) -> str:
+        return f"self.{self.key}" if self.attribute else self.key
+
+
+def _is_self(ctx: FileContext, node: ast.Attribute) -> bool:
+    owner = _method_self(ancestors_of(ctx, node))
+    return owner is not None and isinstance(node.value, ast.Name) and node.value.id == owner[1]
+
+
+def target_refs(ctx: FileContext, target: ast.expr, ancestors: Sequence[ast.AST]) -> list[Ref]:
+    if isinstance(target, ast.Name):
+        scope = _enclosing(ancestors, FUNCTIONS) or ctx.tree
+        return [Ref(target.id, scope)]
+    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+        owner = _method_self(ancestors)
+        if owner is not None and target.value.id == owner[1]:
+            return [Ref(target.attr, owner[0], attribute=True)]
+    return []
+
+
+@dataclass
+class Flow:
+    """Where a sampler ends up: places that hold it, DataLoader calls fed by it, places holding those."""
+
+    sampler_refs: list[Ref]
+    loaders: list[ast.Call]
+    loader_refs: list[Ref]
+
+
+def _is_sampler_key(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value in LOADER_SAMPLER_POSITIONS
+
+
+def follow_sampler(ctx: FileContext, sampler: ast.Call) -> Flow:
+    """Follow a sampler to the loaders it feeds and to every place that holds one or the other."""
+    flow = Flow([], [], [])
+    seen: set[int] = set()
+    pending: list[tuple[ast.AST, str, int]] = [(sampler, "sampler", 0)]
+    while pending:
+        node, kind, depth = pending.pop()
+        if id(node) in seen or depth > 4 * _MAX_DEPTH:
+            continue
+        seen.add(id(node))
+        for successor, successor_kind in _successors(ctx, node, kind, flow):
+            pending.append((successor, successor_kind, depth + 1))
+    return flow
+
+
+def _successors(ctx: FileContext, node: ast.AST, kind: str, flow: Flow) -> list[tuple[ast.AST, str]]:
+    """The nodes that carry the value of `node` (of the given kind: sampler, kwargs or loader) on."""
+    ancestors = ancestors_of(ctx, node)
+    if not ancestors:
+        return []
+    parent = ancestors[-1]
+    found: list[tuple[ast.AST, str]] = []
+
+    def store(refs: list[Ref], ref_kind: str) -> None:
+        for ref in refs:
+            (flow.loader_refs if ref_kind == "loader" else flow.sampler_refs).append(ref)
+            found.extend((use, ref_kind) for use in ref.uses(ctx))
+
+    if isinstance(parent, (ast.IfExp, ast.BoolOp)) and node is not getattr(parent, "test", None):
+        found.append((parent, kind))
+    elif isinstance(parent, ast.Assign) and parent.value is node:
+        for target in parent.targets:
+            store(target_refs(ctx, target, ancestors[:-1]), kind)
+    elif isinstance(parent, (ast.AnnAssign, ast.NamedExpr)) and parent.value is node:
+        store(target_refs(ctx, parent.target, ancestors[:-1]), kind)
+    elif isinstance(parent, ast.Return):
+        function = _enclosing(ancestors, FUNCTIONS)
+        if function is not None:
+            found.extend((site, kind) for site in call_sites(ctx, function))  # type: ignore[arg-type]
+    elif isinstance(parent, ast.Dict) and kind == "sampler":
+        for key, value in zip(parent.keys, parent.values):
+            if value is node and _is_sampler_key(key):
+                found.append((parent, "kwargs"))
+    elif isinstance(parent, ast.keyword) or (isinstance(parent, ast.Call) and node in parent.args):
+        call = ancestors[-2] if isinstance(parent, ast.keyword) else parent
+        assert isinstance(call, ast.Call)
+        found.extend(_through_call(ctx, call, node, parent, kind, flow))
+    return found
+
+
+def _through_call(
+    ctx: FileContext, call: ast.Call, node: ast.AST, parent: ast.AST, kind: str, flow: Flow
+) -> list[tuple[ast.AST, str]]:
+    if is_data_loader(ctx, call):
+        if kind == "kwargs" and isinstance(parent, ast.keyword) and parent.arg is None:
+            flow.loaders.append(call)
+            return [(call, "loader")]
+        if kind == "sampler" and any(call_argument(call, k, p) is node for k, p in LOADER_SAMPLER_POSITIONS.items()):
+            flow.loaders.append(call)
+            return [(call, "loader")]
+        return []
+    functions = called_definitions(ctx, call)
+    if functions:
+        # Into a function or class of this file: the parameter that receives it holds it there.
+        found: list[tuple[ast.AST, str]] = []
+        for function in functions:
+            parameter = _parameter_for(ctx, function, call, node)
+            if parameter is not None:
+                ref = Ref(parameter, function)
+                (flow.loader_refs if kind == "loader" else flow.sampler_refs).append(ref)
+                found.extend((use, kind) for use in ref.uses(ctx))
+        return found
+    if kind == "sampler" and _is_sampler_wrapper(call) and not (isinstance(parent, ast.keyword) and parent.arg is None):
+        # BatchSampler(sampler, ...) and other samplers built on it still draw from it.
+        return [(call, kind)]
+    return []
+
+
+def _is_sampler_wrapper(call: ast.Call) -> bool:
+    name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+    return "sampler" in name.lower()
+
+
+# --- iteration and epoch loops ---------------------------------------------------------------------
+
+
+def iteration_sites(ctx: FileContext, use: ast.expr) -> ast.AST | None:
+    """The `for` loop, comprehension or `iter(...)` call that iterates this use of a loader, if any."""
+    chain = [*ancestors_of(ctx, use), use]
+    for index in range(len(chain) - 2, -1, -1):
+        node, child = chain[index], chain[index + 1]
+        if isinstance(node, ast.Call):
+            name = node.func.id if isinstance(node.func, ast.Name) else None
+            if name in ("len", "range"):
+                return None
+            if name == "iter" and child in node.args:
+                return node
+        if isinstance(node, (ast.For, ast.AsyncFor)):
+            return node if child is node.iter else None
+        if isinstance(node, ast.comprehension):
+            return node if child is node.iter else None
+        if isinstance(node, (ast.stmt, *FUNCTIONS, ast.Lambda)):
+            return None
+    return None
+
+
+def enclosing_loops(ctx: FileContext, node: ast.AST, _depth: int = 0) -> list[ast.AST]:
+    """The innermost loop around `node` in its function, or else around the calls of that function."""
+    ancestors = ancestors_of(ctx, node)
+    for ancestor in reversed(ancestors):
+        if isinstance(ancestor, _LOOPS) and not _within(node, getattr(ancestor, "iter", None)):
+            return [ancestor]
+        if isinstance(ancestor, FUNCTIONS):
+            if _depth >= _MAX_DEPTH:
+                return []
+            loops: list[ast.AST] = []
+            for site in call_sites(ctx, ancestor):
+                loops.extend(enclosing_loops(ctx, site, _depth + 1))
+            return loops
+    return []
+
+
+def _within(node: ast.AST, tree: ast.AST | None) -> bool:
+    return tree is not None and any(child is node for child in ast.walk(tree))
+
+
+def calls_in(ctx: FileContext, tree: ast.AST, _depth: int = 0, _seen: set[int] | None = None) -> Iterable[ast.Call]:
+    """Every call inside `tree`, and inside the same-file functions it calls (a few levels deep)."""
+    seen = _seen if _seen is not None else set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            yield node
+            if _depth < _MAX_DEPTH:
+                for function in called_definitions(ctx, node):
+                    if id(function) not in seen:
+                        seen.add(id(function))
+                        yield from calls_in(ctx, function, _depth + 1, seen)
+
+
+def is_set_epoch(call: ast.Call) -> bool:
+    return isinstance(call.func, ast.Attribute) and call.func.attr == "set_epoch"
+
+
+# --- names that say what a loader is for --------------------------------------------------------
+
+_EVALUATION_WORD = re.compile(
+    r"(?<![a-z])(val(?!ue)|valid|test|eval|predict|infer|inference|calib|bench)", re.IGNORECASE
+)
+_TRAINING_WORD = re.compile(r"(?<![a-z])train", re.IGNORECASE)
+
+
+def says_evaluation(text: str) -> bool:
+    """A word starting with val, test, eval, ... (`val_loader`, `testloader`, `dataset_val`; not `value`, `latest`)."""
+    return bool(_EVALUATION_WORD.search(text.replace("_", " ")))
+
+
+def says_training(text: str) -> bool:
+    """A word starting with train (`train_loader`, `trainset`, `dataset_train`; not `constraint`)."""
+    return bool(_TRAINING_WORD.search(text.replace("_", " ")))
+
+
+def _camel_split(text: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", text)
+
+
+def describe(texts: Iterable[str]) -> str:
+    """Identifiers joined into one string whose words the regular expressions above can see (camelCase split)."""
+    return " ".join(_camel_split(t) for t in texts)

@@ -1,0 +1,162 @@
+"""Facts about training code: optimizers, loops and the statements in them, assignments that reach a use."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Iterator, Sequence
+
+from pitfall_lint.analysis.scopes import FUNCTIONS, Function
+from pitfall_lint.context import FileContext
+
+LOOPS = (ast.For, ast.AsyncFor, ast.While)
+Loop = ast.For | ast.AsyncFor | ast.While
+# Definitions whose bodies do not run where they are written.
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+# torch.optim submodules that hold schedulers and averaging helpers, not optimizers.
+_NOT_OPTIMIZER_MODULES = frozenset({"lr_scheduler", "swa_utils"})
+
+
+def is_optimizer_class(qualified: str | None) -> bool:
+    """`torch.optim.SGD`, `torch.optim.adamw.AdamW`; not `torch.optim.lr_scheduler.StepLR`."""
+    if not qualified or not qualified.startswith("torch.optim."):
+        return False
+    parts = qualified.split(".")
+    return parts[-1][:1].isupper() and not _NOT_OPTIMIZER_MODULES.intersection(parts) and parts[-1] != "Optimizer"
+
+
+def walk_same_scope(nodes: Sequence[ast.AST]) -> Iterator[ast.AST]:
+    """Every node under `nodes` that runs in their scope: nested defs, classes and lambdas are skipped."""
+    stack = list(reversed(nodes))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, _DEFINITIONS):
+            stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+def dotted(node: ast.AST) -> str | None:
+    """`model` or `self.model.encoder` for a chain of plain attributes on a name, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def call_name(call: ast.Call) -> str | None:
+    """The last name of the called function: `step` for `opt.step()`, `train` for `train()`."""
+    if isinstance(call.func, ast.Attribute):
+        return call.func.attr
+    return call.func.id if isinstance(call.func, ast.Name) else None
+
+
+def functions_named(ctx: FileContext, name: str) -> list[Function]:
+    """Every function or method of the file with this name (call sites are matched by name only)."""
+    key = ("functions-by-name",)
+    table = ctx.memo.get(key)
+    if table is None:
+        table = {}
+        for node in ast.walk(ctx.tree):
+            if isinstance(node, FUNCTIONS):
+                table.setdefault(node.name, []).append(node)
+        ctx.memo[key] = table
+    return table.get(name, [])  # type: ignore[union-attr]
+
+
+def optimizer_variables(ctx: FileContext, ancestors: Sequence[ast.AST]) -> set[str]:
+    """Dotted names assigned a `torch.optim.*` optimizer in the enclosing functions, class or module."""
+    found: set[str] = set()
+    scopes: list[ast.AST] = [a for a in ancestors if isinstance(a, (*FUNCTIONS, ast.ClassDef))]
+    scopes.append(ctx.tree)
+    for scope in scopes:
+        key = ("optimizer-variables", id(scope))
+        names = ctx.memo.get(key)
+        if names is None:
+            names = set()
+            # A class's methods share `self.x`; a function's and the module's own statements are read alone.
+            if isinstance(scope, ast.ClassDef):
+                nodes: Iterable[ast.AST] = ast.walk(scope)
+            else:
+                nodes = walk_same_scope(scope.body)  # type: ignore[attr-defined]
+            for node in nodes:
+                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                    if is_optimizer_class(ctx.qualified_name(node.value.func, [])):
+                        names.update(filter(None, (dotted(t) for t in node.targets)))
+            ctx.memo[key] = names
+        found |= names  # type: ignore[arg-type]
+    return found
+
+
+def stores_name(node: ast.AST, name: str) -> bool:
+    """Whether the statement (not its nested statements) binds `name`."""
+    if isinstance(node, ast.Assign):
+        targets: list[ast.expr] = node.targets
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+        targets = [node.target]
+    elif isinstance(node, (ast.For, ast.AsyncFor)):
+        targets = [node.target]
+    elif isinstance(node, (ast.With, ast.AsyncWith)):
+        targets = [i.optional_vars for i in node.items if i.optional_vars is not None]
+    elif isinstance(node, ast.NamedExpr):
+        targets = [node.target]
+    else:
+        return False
+    return any(isinstance(n, ast.Name) and n.id == name for t in targets for n in ast.walk(t))
+
+
+def _last_store(statements: Sequence[ast.stmt], name: str) -> tuple[bool, ast.Assign | None]:
+    """The last statement that binds `name`: (True, `name = value`), (True, None) for any other binding
+    (a branch, a loop, a tuple target), (False, None) for none. `with` bodies always run, so they are read."""
+    for statement in reversed(statements):
+        if (
+            isinstance(statement, ast.Assign)
+            and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name)
+            and statement.targets[0].id == name
+        ):
+            return True, statement
+        if isinstance(statement, (ast.With, ast.AsyncWith)) and not stores_name(statement, name):
+            decided, found = _last_store(statement.body, name)
+            if decided:
+                return decided, found
+            continue
+        if any(stores_name(n, name) for n in walk_same_scope([statement])):
+            return True, None
+    return False, None
+
+
+def reaching_value(name: str, use: ast.AST, ancestors: Sequence[ast.AST]) -> ast.expr | None:
+    """The value of `name = value` when that statement surely ran just before `use`, else None.
+
+    The assignment must be an earlier statement of a block that encloses the use (so no branch can
+    skip it), in the same function, and nothing may rebind the name between the two.
+    """
+    chain = [*ancestors, use]
+    function = next((a for a in reversed(ancestors) if isinstance(a, FUNCTIONS)), None)
+    scope: ast.AST = function if function is not None else chain[0]
+    scope_start = chain.index(scope)
+    use_line = getattr(use, "lineno", 0)
+    for index in range(len(chain) - 1, scope_start, -1):
+        parent, child = chain[index - 1], chain[index]
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(parent, field, None)
+            if not (isinstance(block, list) and child in block):
+                continue
+            decided, statement = _last_store(block[: block.index(child)], name)
+            if not decided:
+                continue
+            if statement is None:
+                return None
+            between = range(statement.end_lineno or statement.lineno, use_line)
+            rebound = any(
+                n is not statement and stores_name(n, name) and n.lineno in between
+                for n in walk_same_scope(getattr(scope, "body", []))
+                if hasattr(n, "lineno")
+            )
+            return None if rebound else statement.value
+        if isinstance(parent, FUNCTIONS):
+            break
+    return None

@@ -1,0 +1,49 @@
+"""PFL306: a hard-coded port, observed by holding it first, as a second job on the machine would."""
+
+from __future__ import annotations
+
+import re
+
+from pitfall_lint.diagnostic import Diagnostic
+from pitfall_lint.harness.probes.base import Probe, errors_matching, last_line
+from pitfall_lint.harness.record import Evidence, Judgement, RunRecord
+
+_PORT = re.compile(r"(?<![\d.])(\d{4,5})(?!\d)")
+
+
+def _port_on(line: str) -> int | None:
+    ports = [int(p) for p in _PORT.findall(line) if 1024 <= int(p) <= 65535]
+    return ports[0] if ports else None
+
+
+class HardcodedPortProbe(Probe):
+    code = "PFL306"
+    kinds = frozenset({"script", "distributed"})
+
+    def environment(self, findings: list[Diagnostic], source_lines: list[str]) -> dict[str, str]:
+        ports = {_port_on(source_lines[f.line - 1]) for f in findings if 0 < f.line <= len(source_lines)}
+        ports.discard(None)
+        return {"PITFALL_LINT_HOLD_PORTS": ",".join(str(p) for p in sorted(ports))} if ports else {}  # type: ignore[type-var]
+
+    def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
+        held = [e["port"] for e in run.of("port-held") if not e.get("error")]
+        if not held:
+            return None
+        failures = tuple(errors_matching(run, "EADDRINUSE", "address already in use", "Address already in use"))
+        if failures:
+            error = run.errors[failures[0]]
+            return Judgement(
+                "confirmed",
+                Evidence(
+                    f"with port {held[0]} already taken (as by a second job on the machine), the script could not start",
+                    error.get("type"),
+                    last_line(error.get("message")),
+                    error.get("user_frame"),
+                ),
+                failures + tuple(errors_matching(run, "ProcessRaisedException", "ProcessExitedException")),
+            )
+        if "EADDRINUSE" in run.output or "address already in use" in run.output.lower():
+            return Judgement("confirmed", Evidence(f"with port {held[0]} already taken, the rendezvous failed: address already in use"))
+        if run.returncode == 0:
+            return Judgement("not-reproduced", Evidence(f"the script ran to the end although port {held[0]} was taken"))
+        return None

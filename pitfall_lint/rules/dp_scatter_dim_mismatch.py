@@ -1,0 +1,504 @@
+"""PFL103: DataParallel splits every input along one dim; time-major input or list lengths then mismatch the batch."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pitfall_lint.analysis.modules import is_module_class
+from pitfall_lint.analysis.ranks import ancestors_of
+from pitfall_lint.analysis.scopes import (
+    FUNCTIONS,
+    Function,
+    enclosing_function,
+    local_value,
+    self_name,
+)
+from pitfall_lint.context import FileContext
+from pitfall_lint.diagnostic import RuleInfo
+from pitfall_lint.rules.base import Rule
+
+_DATA_PARALLEL = "torch.nn.DataParallel"
+_DATA_PARALLEL_FUNCTIONS = frozenset(
+    {"torch.nn.parallel.data_parallel", "torch.nn.parallel.data_parallel.data_parallel"}
+)
+_PACK = "torch.nn.utils.rnn.pack_padded_sequence"
+_PACK_LENGTHS_POSITION = 1  # pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True)
+_PACK_BATCH_FIRST_POSITION = 2
+_DIM_POSITION = {_DATA_PARALLEL: 3}  # DataParallel(module, device_ids, output_device, dim)
+_FUNCTION_DIM_POSITION = 4  # data_parallel(module, inputs, device_ids, output_device, dim, module_kwargs)
+# Calls that return the module they are called on: `Model().to(device)` is still a Model.
+_SAME_MODULE_METHODS = frozenset(
+    {"to", "cuda", "cpu", "float", "half", "double", "bfloat16", "train", "eval", "requires_grad_", "to_empty"}
+)
+# Operations that reorder axes: a module that applies one may turn batch-first input into time-major itself.
+_AXIS_SWAPS = frozenset(
+    {"transpose", "transpose_", "permute", "t", "t_", "swapaxes", "swapdims", "movedim", "moveaxis", "T", "mT"}
+)
+_LENGTH_WORD = re.compile(r"len", re.IGNORECASE)
+_LIST_BUILDERS = frozenset({"list", "sorted"})
+_MAX_DEPTH = 4
+
+
+@dataclass(frozen=True)
+class _Wrap:
+    """One `nn.DataParallel(...)` (or `data_parallel(...)`) call and what it wraps."""
+
+    call: ast.Call
+    ancestors: tuple[ast.AST, ...]
+    cls: ast.ClassDef | None
+    splits_dim_zero: bool  # `dim` absent or literal 0
+
+
+def _swaps_axes(node: ast.AST) -> bool:
+    return any(
+        (isinstance(n, ast.Attribute) and n.attr in _AXIS_SWAPS)
+        or (isinstance(n, ast.Name) and n.id in ("transpose", "permute", "swapaxes", "movedim"))
+        for n in ast.walk(node)
+    )
+
+
+def _keyword(call: ast.Call, name: str) -> ast.expr | None:
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def _argument(call: ast.Call, position: int, name: str) -> ast.expr | None:
+    value = _keyword(call, name)
+    if (
+        value is None
+        and len(call.args) > position
+        and not any(isinstance(a, ast.Starred) for a in call.args[: position + 1])
+    ):
+        value = call.args[position]
+    return value
+
+
+def _is_false(node: ast.expr | None) -> bool:
+    return node is None or (
+        isinstance(node, ast.Constant) and node.value in (False, 0) and not isinstance(node.value, str)
+    )
+
+
+def _positions(assign: ast.Assign, target: str) -> list[int | None]:
+    """Where `target` is bound by the assignment: None for the whole value, i for element i of a tuple target."""
+    found: list[int | None] = []
+    for t in assign.targets:
+        if ast.unparse(t) == target:
+            found.append(None)
+        elif isinstance(t, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in t.elts):
+            found += [i for i, e in enumerate(t.elts) if ast.unparse(e) == target]
+    return found
+
+
+def _last_assignment(name: str, function: Function, before_line: int) -> tuple[ast.Assign, int | None] | None:
+    """The last assignment binding `name` in the function before the line, with the tuple position it binds."""
+    latest: tuple[ast.Assign, int | None] | None = None
+    for node in ast.walk(function):
+        if (
+            isinstance(node, ast.Assign)
+            and node.lineno < before_line
+            and (latest is None or node.lineno >= latest[0].lineno)
+        ):
+            positions = _positions(node, name)
+            if positions:
+                latest = (node, positions[-1])
+    return latest
+
+
+def _own_returns(function: Function) -> list[ast.Return]:
+    """The function's return statements, not those of functions or classes nested in it."""
+    found, stack = [], list(function.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Return):
+            found.append(node)
+        elif not isinstance(node, (*FUNCTIONS, ast.ClassDef, ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _enclosing_class(ancestors: Sequence[ast.AST]) -> ast.ClassDef | None:
+    return next((a for a in reversed(ancestors) if isinstance(a, ast.ClassDef)), None)
+
+
+def _parameters(function: Function) -> list[str]:
+    arguments = function.args
+    return [a.arg for a in [*arguments.posonlyargs, *arguments.args]]
+
+
+class DpScatterDimMismatch(Rule):
+    info = RuleInfo(
+        code="PFL103",
+        name="dp-scatter-dim-mismatch",
+        summary="A module under nn.DataParallel packs time-major input or gets lengths as a list: the split misses the batch.",
+        severity="warning",
+        hint='feed batch-first tensors (DataParallel scatters dim 0) and pass lengths as a tensor of the batch, not a list',
+        verifiable=True,
+    )
+    # The wrap (`DataParallel`, `data_parallel`) and the packing call must both be in the file.
+    triggers = (("DataParallel", "data_parallel"), ("pack_padded_sequence",))
+    subscriptions = (ast.Call,)
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._wrap_calls: list[tuple[ast.Call, tuple[ast.AST, ...], str]] = []
+        self._packs: list[tuple[ast.Call, tuple[ast.AST, ...]]] = []
+        self._reported: set[int] = set()
+        self._classes: dict[str, ast.ClassDef] = {}
+
+    def visit(self, node: ast.AST) -> None:
+        assert isinstance(node, ast.Call)
+        name = self.ctx.qualified_name(node.func)
+        if name == _DATA_PARALLEL or name in _DATA_PARALLEL_FUNCTIONS:
+            self._wrap_calls.append((node, tuple(self.ctx.ancestors), name))
+        elif name == _PACK:
+            self._packs.append((node, tuple(self.ctx.ancestors)))
+
+    # -- the whole file: which classes run under DataParallel
+
+    def finish(self) -> None:
+        if not self._wrap_calls:
+            return
+        self._classes = {
+            s.name: s for s in self.ctx.tree.body if isinstance(s, ast.ClassDef) and is_module_class(self.ctx, s)
+        }
+        wraps = [self._wrap(call, ancestors, name) for call, ancestors, name in self._wrap_calls]
+        for wrap in wraps:
+            if wrap.cls is not None and wrap.splits_dim_zero:
+                self._check_time_major_packs(wrap)
+        for wrap in wraps:
+            self._check_list_arguments(wrap)
+
+    def _wrap(self, call: ast.Call, ancestors: tuple[ast.AST, ...], name: str) -> _Wrap:
+        module = _argument(call, 0, "module")
+        cls = self._class_of(module, ancestors, call.lineno) if module is not None else None
+        position = _DIM_POSITION.get(name, _FUNCTION_DIM_POSITION)
+        dim = _argument(call, position, "dim")
+        may_pass_dim = any(k.arg is None for k in call.keywords)  # **options
+        return _Wrap(call, ancestors, cls, _is_false(dim) and (dim is not None or not may_pass_dim))
+
+    def _class_of(
+        self, expr: ast.AST, ancestors: Sequence[ast.AST], line: int, depth: int = 0, index: int | None = None
+    ) -> ast.ClassDef | None:
+        """The same-file Module class that `expr` builds: `Model(...)`, `Model(...).to(device)`, a variable set to
+        one, or a same-file function returning one (`model, inputs = make_example()`: `index` picks the element)."""
+        if depth > _MAX_DEPTH:
+            return None
+        while (
+            index is None
+            and isinstance(expr, ast.Call)
+            and isinstance(expr.func, ast.Attribute)
+            and expr.func.attr in _SAME_MODULE_METHODS
+        ):
+            expr = expr.func.value
+        if isinstance(expr, ast.Tuple) and index is not None:
+            element = expr.elts[index] if index < len(expr.elts) else None
+            return self._class_of(element, ancestors, line, depth + 1) if element is not None else None
+        if isinstance(expr, ast.Call):
+            name = self.ctx.qualified_name(expr.func, ancestors) or ""
+            if index is None and name in self._classes:
+                return self._classes[name]
+            return self._returned_class(name, index, depth)
+        if index is not None or not isinstance(expr, (ast.Name, ast.Attribute)):
+            return None
+        if isinstance(expr, ast.Name):
+            function = enclosing_function(ancestors)
+            local = _last_assignment(expr.id, function, line) if function is not None else None
+            if local is not None:
+                assign, position = local
+                return self._class_of(assign.value, ancestors, assign.lineno, depth + 1, position)
+        # Not set in this function (a parameter, an attribute, a module variable): every assignment of that
+        # exact target in the file, when they agree on one class.
+        target = ast.unparse(expr)
+        found = set()
+        for assign in self._assignments():
+            for position in _positions(assign, target):
+                cls = self._class_of(assign.value, ancestors_of(self.ctx, assign), assign.lineno, depth + 1, position)
+                if cls is not None:
+                    found.add(cls.name)
+        return self._classes[found.pop()] if len(found) == 1 else None
+
+    def _returned_class(self, function_name: str, index: int | None, depth: int) -> ast.ClassDef | None:
+        """The class a same-file top-level function returns (element `index` of the tuple it returns)."""
+        function = next((s for s in self.ctx.tree.body if isinstance(s, FUNCTIONS) and s.name == function_name), None)
+        if function is None:
+            return None
+        found = set()
+        for node in _own_returns(function):
+            if node.value is not None:
+                cls = self._class_of(node.value, [function], node.lineno, depth + 1, index)
+                found.add(cls.name if cls is not None else None)
+        return self._classes[found.pop()] if len(found) == 1 and None not in found else None
+
+    def _assignments(self) -> list[ast.Assign]:
+        key = ("pfl103-assignments",)
+        if key not in self.ctx.memo:
+            self.ctx.memo[key] = [n for n in ast.walk(self.ctx.tree) if isinstance(n, ast.Assign)]
+        return self.ctx.memo[key]  # type: ignore[return-value]
+
+    def _method_table(self, cls: ast.ClassDef, depth: int = 0) -> dict[str, Function]:
+        """Methods by name, the class's own overriding those of its same-file bases."""
+        methods: dict[str, Function] = {}
+        if depth <= _MAX_DEPTH:
+            for base in reversed(cls.bases):
+                if isinstance(base, ast.Name) and base.id in self._classes and self._classes[base.id] is not cls:
+                    methods.update(self._method_table(self._classes[base.id], depth + 1))
+        methods.update({n.name: n for n in cls.body if isinstance(n, FUNCTIONS)})
+        return methods
+
+    def _run_in_replicas(self, root: ast.ClassDef) -> dict[int, tuple[Function, tuple[ast.ClassDef, ...]]]:
+        """The methods that run in the replicas, by node id, with the classes that lead to each from the wrapped one
+        (outermost first): `forward` and the methods it calls through `self`, of the wrapped class and, the same
+        way, of the same-file submodules stored on it (`self.encoder = Encoder(...)`). A method called only from
+        outside (`model.module.generate(...)`) does not run under DataParallel."""
+        found: dict[int, tuple[Function, tuple[ast.ClassDef, ...]]] = {}
+        queue: list[tuple[ast.ClassDef, tuple[ast.ClassDef, ...]]] = [(root, ())]
+        seen: set[str] = set()
+        while queue:
+            cls, path = queue.pop(0)
+            if cls.name in seen:
+                continue
+            seen.add(cls.name)
+            methods = self._method_table(cls)
+            todo, done = ["forward"], set()
+            while todo:
+                name = todo.pop()
+                if name in done or name not in methods:
+                    continue
+                done.add(name)
+                method = methods[name]
+                found.setdefault(id(method), (method, path))
+                instance = self_name(method)
+                todo += [
+                    n.func.attr
+                    for n in ast.walk(method)
+                    if isinstance(n, ast.Call)
+                    and isinstance(n.func, ast.Attribute)
+                    and isinstance(n.func.value, ast.Name)
+                    and n.func.value.id == instance
+                ]
+            for method in methods.values():
+                queue += [(sub, (*path, cls)) for sub in self._submodule_classes(method, cls)]
+        return found
+
+    def _submodule_classes(self, method: Function, cls: ast.ClassDef) -> list[ast.ClassDef]:
+        """Same-file classes the method stores on the instance: `self.encoder = Encoder(...)`."""
+        instance = self_name(method)
+        found = []
+        for node in ast.walk(method):
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == instance
+                for t in node.targets
+            ):
+                value = node.value
+                while (
+                    isinstance(value, ast.Call)
+                    and isinstance(value.func, ast.Attribute)
+                    and value.func.attr in _SAME_MODULE_METHODS
+                ):
+                    value = value.func.value
+                if isinstance(value, ast.Call):
+                    sub = self._classes.get(self.ctx.qualified_name(value.func, [cls, method]) or "")
+                    if sub is not None and sub is not cls:
+                        found.append(sub)
+        return found
+
+    # -- (a) time-major packing in a class that runs under DataParallel with dim=0
+
+    def _check_time_major_packs(self, wrap: _Wrap) -> None:
+        assert wrap.cls is not None
+        replicated = self._run_in_replicas(wrap.cls)
+        for call, ancestors in self._packs:
+            method = next((a for a in ancestors if isinstance(a, FUNCTIONS)), None)
+            cls = _enclosing_class(ancestors)
+            if method is None or cls is None or id(method) not in replicated:
+                continue
+            path = replicated[id(method)][1]
+            batch_first = _argument(call, _PACK_BATCH_FIRST_POSITION, "batch_first")
+            if not _is_false(batch_first) or any(k.arg is None for k in call.keywords):
+                continue
+            others = [m for m, _ in replicated.values() if m is not method]
+            if self._may_be_transposed(call, ancestors, method, path, others):
+                continue
+            via = f" (as a submodule of `{path[0].name}`)" if path else ""
+            self._report(
+                call,
+                f"`pack_padded_sequence` reads time-major input (`batch_first=False`) in `{cls.name}`, which runs under "
+                f"nn.DataParallel{via} (line {wrap.call.lineno}): DataParallel splits inputs along dim 0, here time, "
+                "so the lengths no longer match the batch; feed batch-first input with `batch_first=True`",
+            )
+
+    def _may_be_transposed(
+        self,
+        call: ast.Call,
+        ancestors: Sequence[ast.AST],
+        method: Function,
+        path: tuple[ast.ClassDef, ...],
+        other_methods: list[Function],
+    ) -> bool:
+        """Whether the module could have turned batch-first input into the time-major tensor it packs."""
+        if any(_swaps_axes(outer) for outer in path):  # a wrapping module reorders axes before calling this one
+            return True
+        # A helper method: whichever replicated method calls it may pass a transposed tensor.
+        if method.name != "forward" and any(_swaps_axes(m) for m in other_methods):
+            return True
+        function = enclosing_function(ancestors)
+        packed = _argument(call, 0, "input")
+        return packed is not None and self._derives_from_swap(packed, function, call.lineno, 0)
+
+    def _derives_from_swap(self, expr: ast.AST, function: Function | None, line: int, depth: int) -> bool:
+        if _swaps_axes(expr):
+            return True
+        if depth >= _MAX_DEPTH:
+            return False
+        for name in {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}:
+            value = local_value(name, function, line)
+            if value is not None and self._derives_from_swap(
+                value, function, getattr(value, "lineno", line), depth + 1
+            ):
+                return True
+        return False
+
+    # -- (b) lengths handed to the wrapped module as a Python list
+
+    def _check_list_arguments(self, wrap: _Wrap) -> None:
+        forward = self._forward(wrap.cls) if wrap.cls is not None else None
+        for site, site_ancestors, arguments in self._call_sites(wrap):
+            function = enclosing_function(site_ancestors)
+            for index, argument in enumerate(arguments):
+                if isinstance(argument, ast.Starred):
+                    break
+                parameter = self._positional_parameter(forward, index)
+                self._check_argument(argument, parameter, forward, wrap, function, site.lineno)
+            for keyword in site.keywords:
+                if keyword.arg is not None:
+                    self._check_argument(keyword.value, keyword.arg, forward, wrap, function, site.lineno)
+
+    def _check_argument(
+        self,
+        argument: ast.expr,
+        parameter: str | None,
+        forward: Function | None,
+        wrap: _Wrap,
+        function: Function | None,
+        line: int,
+    ) -> None:
+        if parameter is None or not self._is_python_list(argument, function, line):
+            return
+        if not (
+            _LENGTH_WORD.search(parameter) or (forward is not None and self._packs_with_lengths(forward, parameter))
+        ):
+            return
+        target = f"`{wrap.cls.name}`" if wrap.cls is not None else "module"
+        self._report(
+            argument,
+            f"`{parameter}` reaches the nn.DataParallel-wrapped {target} (line {wrap.call.lineno}) as a Python list: "
+            "DataParallel copies lists whole to every replica instead of splitting them with the batch; pass a "
+            "tensor so each replica gets its own chunk's lengths",
+        )
+
+    def _forward(self, cls: ast.ClassDef, depth: int = 0) -> Function | None:
+        own = next((n for n in cls.body if isinstance(n, FUNCTIONS) and n.name == "forward"), None)
+        if own is not None or depth > _MAX_DEPTH:
+            return own
+        for base in cls.bases:
+            if isinstance(base, ast.Name) and base.id in self._classes:
+                found = self._forward(self._classes[base.id], depth + 1)
+                if found is not None:
+                    return found
+        return None
+
+    @staticmethod
+    def _positional_parameter(forward: Function | None, index: int) -> str | None:
+        if forward is None:
+            return None
+        names = _parameters(forward)[1:]  # after self
+        return names[index] if index < len(names) else None
+
+    def _packs_with_lengths(self, forward: Function, parameter: str) -> bool:
+        """Whether forward packs with this parameter as the lengths, directly or through local variables."""
+        for call, ancestors in self._packs:
+            if forward not in ancestors:
+                continue
+            lengths = _argument(call, _PACK_LENGTHS_POSITION, "lengths")
+            if lengths is not None and self._mentions_through_locals(lengths, parameter, forward, call.lineno, 0):
+                return True
+        return False
+
+    def _mentions_through_locals(self, expr: ast.AST, name: str, function: Function, line: int, depth: int) -> bool:
+        names = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
+        if name in names:
+            return True
+        if depth >= _MAX_DEPTH:
+            return False
+        for other in names:
+            value = local_value(other, function, line)
+            if value is not None and self._mentions_through_locals(
+                value, name, function, getattr(value, "lineno", line), depth + 1
+            ):
+                return True
+        return False
+
+    def _is_python_list(self, node: ast.AST, function: Function | None, line: int, depth: int = 0) -> bool:
+        """`[10, 9, 8]`, `lengths.tolist()`, `list(...)`, `[len(s) for s in batch]`, or a variable set to one."""
+        if isinstance(node, (ast.List, ast.Tuple)):
+            return bool(node.elts) and all(
+                isinstance(e, ast.Constant) and isinstance(e.value, int) and not isinstance(e.value, bool)
+                for e in node.elts
+            )
+        if isinstance(node, ast.ListComp):
+            element = node.elt
+            return isinstance(element, ast.Constant) or (
+                isinstance(element, ast.Call) and isinstance(element.func, ast.Name) and element.func.id == "len"
+            )
+        if isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Attribute) and node.func.attr == "tolist":
+                return True
+            return isinstance(node.func, ast.Name) and self.ctx.qualified_name(node.func, []) in _LIST_BUILDERS
+        if isinstance(node, ast.Name) and depth == 0:
+            value = local_value(node.id, function, line)
+            return value is not None and self._is_python_list(value, function, line, depth + 1)
+        return False
+
+    def _call_sites(self, wrap: _Wrap) -> list[tuple[ast.Call, tuple[ast.AST, ...], list[ast.expr]]]:
+        """Calls of the wrapped model: `nn.DataParallel(m)(...)`, or of the variable or attribute it was stored in."""
+        call, ancestors = wrap.call, wrap.ancestors
+        if self.ctx.qualified_name(call.func, ancestors) in _DATA_PARALLEL_FUNCTIONS:
+            inputs = _argument(call, 1, "inputs")
+            return [(call, ancestors, list(inputs.elts))] if isinstance(inputs, ast.Tuple) else []
+        parent = ancestors[-1] if ancestors else None
+        if isinstance(parent, ast.Call) and parent.func is call:
+            return [(parent, ancestors[:-1], list(parent.args))]
+        if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1):
+            return []
+        target = parent.targets[0]
+        if not isinstance(target, (ast.Name, ast.Attribute)):
+            return []
+        spelled = ast.unparse(target)
+        scope = enclosing_function(ancestors)
+        sites = []
+        for node in ast.walk(self.ctx.tree):
+            if not (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, (ast.Name, ast.Attribute))
+                and ast.unparse(node.func) == spelled
+            ):
+                continue
+            site_ancestors = tuple(ancestors_of(self.ctx, node))
+            if isinstance(target, ast.Name) and (
+                enclosing_function(site_ancestors) is not scope or node.lineno <= call.lineno
+            ):
+                continue  # a local name: calls later in the same function only
+            if isinstance(target, ast.Attribute) and _enclosing_class(site_ancestors) is not _enclosing_class(
+                ancestors
+            ):
+                continue  # `self.model` of another class is another model
+            sites.append((node, site_ancestors, list(node.args)))
+        return sites
+
+    def _report(self, node: ast.AST, message: str) -> None:
+        if id(node) not in self._reported:
+            self._reported.add(id(node))
+            self.report(node, message)

@@ -1,0 +1,195 @@
+"""PFL306: a fixed rendezvous port collides with any other job (or a stale process) on the same node."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable, Sequence
+
+from pitfall_lint.analysis.scopes import Function, enclosing_function, local_value
+from pitfall_lint.context import FileContext
+from pitfall_lint.diagnostic import RuleInfo
+from pitfall_lint.rules.base import Rule
+
+_PORT_VARIABLE = "MASTER_PORT"
+# tcp://host:port, optionally followed by a path or query; IPv6 hosts are bracketed.
+_TCP_URL = re.compile(r"^tcp://(?:\[[^\]]*\]|[^/:?#]*):(?P<port>\d+)(?:[/?#].*)?$", re.DOTALL)
+_INIT_METHOD_POSITION = 1  # init_process_group(backend, init_method, ...)
+_STORE_PORT_POSITION = 1  # TCPStore(host_name, port, ...)
+_ADVICE = "launch with `torchrun --standalone` (it picks a free port) or find a free one by binding port 0"
+
+
+def _literal_port(node: ast.AST) -> ast.Constant | None:
+    """A port written as a literal: `"12355"`, `12355`, `str(12355)`; port 0 means "any free port"."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("str", "int"):
+        return _literal_port(node.args[0]) if len(node.args) == 1 and not node.keywords else None
+    if not isinstance(node, ast.Constant) or isinstance(node.value, bool):
+        return None
+    text = str(node.value).strip() if isinstance(node.value, (str, int)) else ""
+    return node if text.isdigit() and int(text) != 0 else None
+
+
+def _string_parts(node: ast.AST, top: bool = True) -> list[ast.AST] | None:
+    """The pieces of a string expression, in order; a piece that is not a literal stands for a placeholder."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node]
+    if isinstance(node, ast.JoinedStr):
+        return list(node.values)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _string_parts(node.left, top=False), _string_parts(node.right, top=False)
+        return left + right if left is not None and right is not None else None
+    # "tcp://{}:23456".format(host) and "tcp://%s:23456" % host: the template holds the port.
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format":
+        return _string_parts(node.func.value, top) if isinstance(node.func.value, ast.Constant) else None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and isinstance(node.left, ast.Constant):
+        return _string_parts(node.left, top)
+    return None if top else [node]
+
+
+def _has_literal_tcp_port(node: ast.AST) -> bool:
+    """`"tcp://10.0.0.1:23456"`, `f"tcp://{host}:23456"`: the port is text, not a placeholder."""
+    parts = _string_parts(node)
+    if not parts:
+        return False
+    # A placeholder cannot hold ':' or digits here, so only a port written as literal digits matches.
+    text = "".join(p.value if isinstance(p, ast.Constant) and isinstance(p.value, str) else "{}" for p in parts)
+    match = _TCP_URL.match(text)
+    return match is not None and int(match["port"]) != 0
+
+
+def _parameters(function: Function) -> set[str]:
+    arguments = function.args
+    every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg]
+    return {a.arg for a in every if a is not None}
+
+
+def _mentions_port_variable(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Constant) and n.value == _PORT_VARIABLE for n in ast.walk(node))
+
+
+class HardcodedMasterPort(Rule):
+    info = RuleInfo(
+        code="PFL306",
+        name="hardcoded-master-port",
+        summary="A literal rendezvous port (MASTER_PORT, tcp://host:port, TCPStore): a second job on the node fails.",
+        severity="warning",
+        hint='launch with `torchrun --standalone` (it picks a free port), or bind port 0 on 127.0.0.1 to find a free one',
+        verifiable=True,
+    )
+    # Every flagged form spells one of these: the variable's name, a tcp:// URL, or the store's class.
+    triggers = (("MASTER_PORT", "tcp://", "TCPStore"),)
+    subscriptions = (ast.Assign, ast.Call)
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._reported: set[int] = set()
+
+    def visit(self, node: ast.AST) -> None:
+        if isinstance(node, ast.Assign):
+            self._visit_assign(node)
+        else:
+            assert isinstance(node, ast.Call)
+            self._visit_call(node)
+
+    # -- os.environ["MASTER_PORT"] = "12355"; options.init_method = "tcp://..."
+
+    def _visit_assign(self, node: ast.Assign) -> None:
+        for target in node.targets:
+            if (
+                isinstance(target, ast.Subscript)
+                and self._is_environ(target.value)
+                and isinstance(target.slice, ast.Constant)
+                and target.slice.value == _PORT_VARIABLE
+            ):
+                self._check_environment_port(node.value)
+            elif isinstance(target, ast.Attribute) and target.attr == "init_method":
+                self._check_init_method(node.value)
+
+    # -- os.environ.update(...), os.putenv(...), init_process_group(init_method=...), TCPStore(host, port)
+
+    def _visit_call(self, node: ast.Call) -> None:
+        function = self.ctx.qualified_name(node.func) or ""
+        if function in ("os.environ.update", "os.putenv"):
+            self._check_environment_call(node, function)
+        elif function.startswith("torch.") and function.rpartition(".")[2] == "TCPStore":
+            port = node.args[_STORE_PORT_POSITION] if len(node.args) > _STORE_PORT_POSITION else None
+            port = next((k.value for k in node.keywords if k.arg == "port"), port)
+            literal = _literal_port(port) if port is not None else None
+            if literal is not None:
+                self._report(
+                    literal, f"`TCPStore` on the fixed port {literal.value}: {_ADVICE} (`port=0` on the master store)"
+                )
+        init_method = next((k.value for k in node.keywords if k.arg == "init_method"), None)
+        if (
+            init_method is None
+            and function == "torch.distributed.init_process_group"
+            and len(node.args) > _INIT_METHOD_POSITION
+        ):
+            init_method = node.args[_INIT_METHOD_POSITION]
+        if init_method is not None:
+            self._check_init_method(init_method)
+
+    def _check_environment_call(self, node: ast.Call, function: str) -> None:
+        if function == "os.putenv":
+            if len(node.args) == 2 and isinstance(node.args[0], ast.Constant) and node.args[0].value == _PORT_VARIABLE:
+                self._check_environment_port(node.args[1])
+            return
+        values = [k.value for k in node.keywords if k.arg == _PORT_VARIABLE]
+        for argument in node.args:
+            if isinstance(argument, ast.Dict):
+                values += [
+                    v
+                    for k, v in zip(argument.keys, argument.values)
+                    if isinstance(k, ast.Constant) and k.value == _PORT_VARIABLE
+                ]
+        for value in values:
+            self._check_environment_port(value)
+
+    def _check_environment_port(self, value: ast.expr) -> None:
+        if self._is_conditional_default():
+            return
+        literal = self._resolve(value, _literal_port)
+        if literal is not None:
+            self._report(literal, f"`MASTER_PORT` set to the fixed port {literal.value!r}: {_ADVICE}")
+
+    def _check_init_method(self, value: ast.expr) -> None:
+        found = self._resolve(value, lambda n: n if _has_literal_tcp_port(n) else None)
+        if found is not None:
+            self._report(
+                found, f"`init_method` names a fixed port (`{ast.unparse(found)}`): {_ADVICE}, or use `env://`"
+            )
+
+    def _resolve(self, value: ast.expr, test: Callable[[ast.AST], ast.AST | None]) -> ast.AST | None:
+        """The literal itself, or the literal a plain variable was last assigned in this function or module."""
+        found = test(value)
+        if found is not None or not isinstance(value, ast.Name):
+            return found
+        function = enclosing_function(self.ctx.ancestors)
+        if function is not None and value.id in _parameters(function):
+            return None  # a parameter's default is the caller's to override
+        assigned = local_value(value.id, function, value.lineno)
+        if assigned is None:
+            assigned = self._module_constant(value.id)
+        return test(assigned) if assigned is not None else None
+
+    def _module_constant(self, name: str) -> ast.AST | None:
+        """A module-level variable assigned exactly once (`PORT = "12355"`)."""
+        values = [
+            s.value
+            for s in self.ctx.tree.body
+            if isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in s.targets)
+        ]
+        return values[0] if len(values) == 1 else None
+
+    def _is_conditional_default(self) -> bool:
+        """`if "MASTER_PORT" not in os.environ:` (or any test reading it): a default the launcher can override."""
+        ancestors: Sequence[ast.AST] = self.ctx.ancestors
+        return any(isinstance(a, (ast.If, ast.IfExp, ast.While)) and _mentions_port_variable(a.test) for a in ancestors)
+
+    def _is_environ(self, node: ast.AST) -> bool:
+        return self.ctx.qualified_name(node) == "os.environ"
+
+    def _report(self, node: ast.AST, message: str) -> None:
+        if id(node) not in self._reported:
+            self._reported.add(id(node))
+            self.report(node, message)

@@ -1,0 +1,189 @@
+"""PFL402: a shuffling DistributedSampler whose epochs never call set_epoch repeats one order forever."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+
+from pitfall_lint.analysis.ranks import ancestors_of
+from pitfall_lint.analysis.samplers import (
+    DISTRIBUTED_SAMPLERS,
+    LOADER_SAMPLER_POSITIONS,
+    SAMPLER_POSITIONS,
+    Flow,
+    Ref,
+    call_argument,
+    called_definitions,
+    calls_in,
+    describe,
+    enclosing_loops,
+    follow_sampler,
+    is_constant,
+    is_set_epoch,
+    iteration_sites,
+    says_evaluation,
+    target_refs,
+    uses_loader_framework,
+)
+from pitfall_lint.analysis.scopes import FUNCTIONS, enclosing_function, local_value
+from pitfall_lint.context import FileContext
+from pitfall_lint.diagnostic import RuleInfo
+from pitfall_lint.rules.base import Rule
+
+_BUILTINS = frozenset(dir(builtins))
+
+
+def _within(node: ast.AST, tree: ast.AST) -> bool:
+    return any(child is node for child in ast.walk(tree))
+
+
+def _is_builtin(call: ast.Call) -> bool:
+    """`len(sampler)`, `print(sampler)`: a builtin never calls set_epoch."""
+    return isinstance(call.func, ast.Name) and call.func.id in _BUILTINS
+
+
+def _builds_data(call: ast.Call) -> bool:
+    """`DataLoader(dataset, sampler=sampler)`, `BatchSampler(sampler, ...)`: they take the sampler, never set its epoch."""
+    name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+    return "sampler" in name.lower() or "loader" in name.lower()
+
+
+def _scope_of(ctx: FileContext, node: ast.AST) -> ast.AST:
+    return enclosing_function(ancestors_of(ctx, node)) or ctx.tree
+
+
+def _direct_holder(ctx: FileContext, sampler: ast.Call) -> Ref | None:
+    """The name or `self.` attribute the sampler itself is assigned to (`sampler = DistributedSampler(...)`)."""
+    ancestors = ancestors_of(ctx, sampler)
+    while ancestors and isinstance(ancestors[-1], (ast.IfExp, ast.BoolOp)):
+        ancestors.pop()
+    if ancestors and isinstance(ancestors[-1], ast.Assign) and len(ancestors[-1].targets) == 1:
+        refs = target_refs(ctx, ancestors[-1].targets[0], ancestors[:-1])
+        return refs[0] if refs else None
+    return None
+
+
+class MissingSetEpoch(Rule):
+    info = RuleInfo(
+        code="PFL402",
+        name="missing-set-epoch",
+        summary="A shuffling DistributedSampler iterated over several epochs without set_epoch(epoch) repeats one order.",
+        severity="warning",
+        verifiable=True,
+    )
+    triggers = (("DistributedSampler",),)
+    subscriptions = (ast.Call,)
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._samplers: list[ast.Call] = []
+
+    def visit(self, node: ast.AST) -> None:
+        assert isinstance(node, ast.Call)
+        if self.ctx.qualified_name(node.func) in DISTRIBUTED_SAMPLERS:
+            self._samplers.append(node)
+
+    def finish(self) -> None:
+        if not self._samplers or uses_loader_framework(self.ctx):
+            return
+        for sampler in self._samplers:
+            if is_constant(call_argument(sampler, "shuffle", SAMPLER_POSITIONS["shuffle"]), False):
+                continue
+            flow = follow_sampler(self.ctx, sampler)
+            if self._for_evaluation(sampler):
+                continue
+            found = self._epoch_loop_without_set_epoch(sampler, flow)
+            if found is not None:
+                loop, use, is_loader = found
+                self.report(
+                    sampler,
+                    f"`DistributedSampler` shuffles, but the loop at line {loop.lineno} iterates `{ast.unparse(use)}` "
+                    f"without calling `set_epoch`, so every epoch repeats the same order; call "
+                    f"`{self._spelling(sampler, flow, loop, use, is_loader)}.set_epoch(epoch)` at the start of each epoch",
+                )
+
+    def _for_evaluation(self, sampler: ast.Call) -> bool:
+        """Evaluation data (`val_sampler = ...`, `DistributedSampler(test_set)`): its order does not matter."""
+        dataset = call_argument(sampler, "dataset", SAMPLER_POSITIONS["dataset"])
+        holder = _direct_holder(self.ctx, sampler)
+        names = [holder.key if holder else "", ast.unparse(dataset) if dataset is not None else ""]
+        return says_evaluation(describe(names))
+
+    def _evaluates(self, use: ast.expr) -> bool:
+        """An evaluation loader (`val_loader`), or one iterated in an evaluation function (`def evaluate`)."""
+        function = enclosing_function(ancestors_of(self.ctx, use))
+        names = [ast.unparse(use), function.name if function else ""]
+        return says_evaluation(describe(names))
+
+    def _inside_a_wrapper(self, use: ast.expr) -> bool:
+        """`__iter__` of a sampler or loader class built on it: whoever iterates the wrapper owns the epochs."""
+        function = enclosing_function(ancestors_of(self.ctx, use))
+        return function is not None and function.name.startswith("__") and function.name.endswith("__")
+
+    def _epoch_loop_without_set_epoch(self, sampler: ast.Call, flow: Flow) -> tuple[ast.AST, ast.expr, bool] | None:
+        """The first loop that iterates this sampler (or its loader) with no set_epoch, the use, and whether a loader."""
+        seed = call_argument(sampler, "seed", SAMPLER_POSITIONS["seed"])
+        uses = [(loader, True) for loader in flow.loaders]  # `for batch in DataLoader(...)`
+        uses += [(use, True) for ref in flow.loader_refs for use in ref.uses(self.ctx)]
+        uses += [(use, False) for ref in flow.sampler_refs for use in ref.uses(self.ctx)]
+        for use, is_loader in uses:
+            site = iteration_sites(self.ctx, use)
+            if site is None or self._evaluates(use) or self._inside_a_wrapper(use):
+                continue
+            for loop in enclosing_loops(self.ctx, site):
+                if _within(sampler, loop) and seed is not None and not isinstance(seed, ast.Constant):
+                    continue  # rebuilt every epoch with a new seed
+                if not self._sets_epoch(loop, flow):
+                    return loop, use, is_loader
+        return None
+
+    def _spelling(self, sampler: ast.Call, flow: Flow, loop: ast.AST, use: ast.expr, is_loader: bool) -> str:
+        """How the loop can reach the sampler: the name it was assigned to, else through the loader."""
+        holder = _direct_holder(self.ctx, sampler)
+        if holder is not None and (holder.attribute or holder.scope is _scope_of(self.ctx, loop)):
+            latest = None if holder.attribute else self._latest_value(holder, loop.lineno)
+            if latest is not None and not _within(sampler, latest):
+                return f"{holder.spelling}.sampler"  # rebound to a wrapper: `sampler = BatchSampler(sampler, ...)`
+            return holder.spelling
+        if not is_loader:  # a sampler built on it, such as a BatchSampler
+            return f"{ast.unparse(use)}.sampler"
+        by_sampler = any(
+            call_argument(loader, "sampler", LOADER_SAMPLER_POSITIONS["sampler"]) is not None for loader in flow.loaders
+        )
+        return f"{ast.unparse(use)}.sampler" if by_sampler else f"{ast.unparse(use)}.batch_sampler.sampler"
+
+    def _latest_value(self, holder: Ref, before_line: int) -> ast.AST | None:
+        """The last value assigned to a name before a line, in its function or at module level."""
+        if isinstance(holder.scope, FUNCTIONS):
+            return local_value(holder.key, holder.scope, before_line)
+        value, latest = None, 0
+        for node in ast.walk(holder.scope):
+            if (
+                isinstance(node, ast.Assign)
+                and latest <= node.lineno < before_line
+                and any(isinstance(t, ast.Name) and t.id == holder.key for t in node.targets)
+                and enclosing_function(ancestors_of(self.ctx, node)) is None
+            ):
+                value, latest = node.value, node.lineno
+        return value
+
+    def _sets_epoch(self, loop: ast.AST, flow: Flow) -> bool:
+        """A set_epoch call in the loop or its same-file helpers, or the sampler handed to code we cannot see."""
+        sampler_names = {(ref.key, ref.attribute) for ref in flow.sampler_refs}
+        for call in calls_in(self.ctx, loop):
+            if is_set_epoch(call):
+                return True
+            if called_definitions(self.ctx, call) or _is_builtin(call) or _builds_data(call):
+                continue
+            for argument in [*call.args, *(k.value for k in call.keywords)]:
+                if self._is_sampler_use(argument, sampler_names):
+                    return True
+        return False
+
+    @staticmethod
+    def _is_sampler_use(node: ast.AST, sampler_names: set[tuple[str, bool]]) -> bool:
+        if isinstance(node, ast.Name):
+            return (node.id, False) in sampler_names
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            return (node.attr, True) in sampler_names
+        return False

@@ -1,0 +1,175 @@
+"""PFL203 wrapped-state-dict: which saves of a wrapper's state_dict are flagged, and when strict=False is."""
+
+from __future__ import annotations
+
+from textwrap import dedent
+
+import pytest
+
+from marks import assert_marks
+
+# Building DDP makes a file distributed, so the DDP cases guard their saves (else PFL201 reports them too)
+# and pass map_location to their loads (else PFL202 does).
+SETUP = """
+import torch
+import torch.nn as nn
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+"""
+
+CASES = {
+    "ddp-alias-in-function": """
+        def train(net):
+            model = DDP(net)
+            if dist.get_rank() == 0:
+                torch.save(model.state_dict(), "ckpt.pt")  # expect: PFL203
+    """,
+    "ddp-full-spelling": """
+        def train(net):
+            model = torch.nn.parallel.DistributedDataParallel(net, device_ids=[0])
+            if dist.get_rank() == 0:
+                torch.save(model.state_dict(), "ckpt.pt")  # expect: PFL203
+    """,
+    "ddp-imported-inside-the-function": """
+        def train(net):
+            from torch.nn.parallel import DistributedDataParallel
+            model = DistributedDataParallel(net)
+            if dist.get_rank() == 0:
+                torch.save(model.state_dict(), "ckpt.pt")  # expect: PFL203
+    """,
+    "nn-dataparallel": """
+        def train(net):
+            model = nn.DataParallel(net)
+            torch.save(model.state_dict(), "ckpt.pt")  # expect: PFL203
+    """,
+    "torch-nn-dataparallel-at-module-level": """
+        model = torch.nn.DataParallel(nn.Linear(2, 2))
+        torch.save(model.state_dict(), "ckpt.pt")  # expect: PFL203
+    """,
+    "dataparallel-alias": """
+        from torch.nn import DataParallel as DP
+        model = DP(nn.Linear(2, 2))
+        torch.save(model.state_dict(), "ckpt.pt")  # expect: PFL203
+    """,
+    "module-level-wrapper-saved-in-a-function": """
+        model = nn.DataParallel(nn.Linear(2, 2))
+        def save_checkpoint(path):
+            torch.save(model.state_dict(), path)  # expect: PFL203
+    """,
+    "aliased-save": """
+        from torch import save as tsave
+        def train(net):
+            model = nn.DataParallel(net)
+            tsave(model.state_dict(), "ckpt.pt")  # expect: PFL203
+    """,
+    "through-a-local-variable": """
+        def train(net):
+            model = nn.DataParallel(net)
+            state = model.state_dict()
+            torch.save(state, "ckpt.pt")  # expect: PFL203
+    """,
+    "dict-literal-value": """
+        def train(net, optimizer, epoch):
+            model = nn.DataParallel(net)
+            torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch}, "ckpt.pt")  # expect: PFL203
+    """,
+    "dict-literal-through-a-local-variable": """
+        def train(net, optimizer):
+            model = DDP(net)
+            checkpoint = {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
+            if dist.get_rank() == 0:
+                torch.save(checkpoint, "ckpt.pt")  # expect: PFL203
+    """,
+    "lenient-load-in-a-file-that-saves-prefixed-keys": """
+        def evaluate(net):
+            net.load_state_dict(torch.load("ckpt.pt"), strict=False)  # expect: PFL203
+        def train(net):
+            model = nn.DataParallel(net)
+            torch.save(model.state_dict(), "ckpt.pt")  # expect: PFL203
+    """,
+    # Keys without the prefix.
+    "module-state-dict": """
+        def train(net):
+            model = DDP(net)
+            if dist.get_rank() == 0:
+                torch.save(model.module.state_dict(), "ckpt.pt")
+    """,
+    "bare-model-state-dict": """
+        def train(net):
+            model = nn.DataParallel(net)
+            torch.save(net.state_dict(), "ckpt.pt")
+    """,
+    "unwrapped-through-a-local-variable": """
+        def train(net):
+            model = nn.DataParallel(net)
+            model_without_dp = model.module
+            torch.save({"model": model_without_dp.state_dict()}, "ckpt.pt")
+    """,
+    # Not known to be a wrapper in this scope.
+    "wrapper-built-in-another-function": """
+        def build(net):
+            model = nn.DataParallel(net)
+            return model
+        def save_checkpoint(model):
+            torch.save(model.state_dict(), "ckpt.pt")
+    """,
+    "wrapper-stored-on-an-attribute": """
+        class Trainer:
+            def __init__(self, net):
+                self.model = nn.DataParallel(net)
+            def save(self):
+                torch.save(self.model.state_dict(), "ckpt.pt")
+    """,
+    # strict=False alone is fine for partial loads.
+    "lenient-load-without-prefixed-saves": """
+        def train(net):
+            model = nn.DataParallel(net)
+            torch.save(model.module.state_dict(), "ckpt.pt")
+            net.load_state_dict(torch.load("pretrained.pt"), strict=False)
+    """,
+    "strict-load-in-a-file-that-saves-prefixed-keys": """
+        def train(net, strict):
+            model = nn.DataParallel(net)
+            torch.save(model.state_dict(), "ckpt.pt")  # expect: PFL203
+            net.load_state_dict(torch.load("a.pt"))
+            net.load_state_dict(torch.load("b.pt"), strict=True)
+            net.load_state_dict(torch.load("c.pt"), strict=strict)
+    """,
+    "local-function-named-save": """
+        def save(obj, path):
+            pass
+        def train(net):
+            model = nn.DataParallel(net)
+            save(model.state_dict(), "ckpt.pt")
+    """,
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_case(name: str) -> None:
+    assert_marks(SETUP + dedent(CASES[name]))
+
+
+def test_name_rebound_to_the_unwrapped_module_is_not_flagged() -> None:
+    assert_marks(SETUP + dedent("""
+        def train(net):
+            model = nn.DataParallel(net)
+            model = model.module
+            torch.save(model.state_dict(), "ckpt.pt")
+    """))
+
+
+def test_save_before_wrapping_is_not_flagged() -> None:
+    assert_marks(SETUP + dedent("""
+        def train(model):
+            torch.save(model.state_dict(), "init.pt")
+            model = nn.DataParallel(model)
+    """))
+
+
+def test_module_level_state_variable_is_flagged() -> None:
+    assert_marks(SETUP + dedent("""
+        model = nn.DataParallel(nn.Linear(2, 2))
+        state = model.state_dict()
+        torch.save(state, "ckpt.pt")  # expect: PFL203
+    """))

@@ -1,0 +1,189 @@
+"""PFL306 hardcoded-master-port: every literal-port form, and the configurable or free-port forms that are fine."""
+
+from __future__ import annotations
+
+from textwrap import dedent
+
+import pytest
+
+from marks import assert_marks
+
+CASES = {
+    "environ-subscript-string": """
+        import os
+        def setup(rank, world_size):
+            os.environ["MASTER_ADDR"] = "localhost"
+            os.environ["MASTER_PORT"] = "12355"  # expect: PFL306
+    """,
+    "environ-subscript-int-and-str-call": """
+        import os
+        os.environ["MASTER_PORT"] = 29500  # expect: PFL306
+        os.environ["MASTER_PORT"] = str(29501)  # expect: PFL306
+    """,
+    "environ-through-from-import-alias": """
+        from os import environ as env
+        env["MASTER_PORT"] = "12355"  # expect: PFL306
+    """,
+    "environ-multi-line-reported-at-the-literal": """
+        import os
+        os.environ[
+            "MASTER_PORT"
+        ] = (
+            "12355"  # expect: PFL306
+        )
+    """,
+    "environ-update-dict-and-keywords": """
+        import os
+        os.environ.update({"MASTER_ADDR": "localhost", "MASTER_PORT": "12355"})  # expect: PFL306
+        os.environ.update(MASTER_ADDR="localhost", MASTER_PORT="12356")  # expect: PFL306
+    """,
+    "putenv": """
+        import os
+        os.putenv("MASTER_PORT", "12355")  # expect: PFL306
+    """,
+    "local-variable": """
+        import os
+        def setup():
+            port = "12355"  # expect: PFL306
+            os.environ["MASTER_PORT"] = port
+    """,
+    "module-constant": """
+        import os
+        PORT = "12355"  # expect: PFL306
+        def setup():
+            os.environ["MASTER_PORT"] = PORT
+    """,
+    "init-method-keyword": """
+        import torch.distributed as dist
+        dist.init_process_group("gloo", init_method="tcp://127.0.0.1:23456", rank=0, world_size=1)  # expect: PFL306
+    """,
+    "init-method-positional": """
+        from torch.distributed import init_process_group
+        init_process_group("nccl", "tcp://10.1.1.20:23456", rank=0, world_size=2)  # expect: PFL306
+    """,
+    "init-method-f-string-literal-port": """
+        import torch.distributed as dist
+        def setup(host, rank):
+            dist.init_process_group("gloo", init_method=f"tcp://{host}:23456", rank=rank, world_size=2)  # expect: PFL306
+    """,
+    "init-method-concatenation-format-percent": """
+        import torch.distributed as dist
+        def setup(host):
+            dist.init_process_group("gloo", init_method="tcp://" + host + ":23456")  # expect: PFL306
+            dist.init_process_group("gloo", init_method="tcp://{}:23456".format(host))  # expect: PFL306
+            dist.init_process_group("gloo", init_method="tcp://%s:23456" % host)  # expect: PFL306
+    """,
+    "init-method-variable": """
+        import torch.distributed as dist
+        def setup():
+            url = "tcp://localhost:29500"  # expect: PFL306
+            dist.init_process_group("gloo", init_method=url)
+    """,
+    "rpc-backend-options": """
+        from torch.distributed.rpc import TensorPipeRpcBackendOptions
+        options = TensorPipeRpcBackendOptions(init_method="tcp://localhost:29501")  # expect: PFL306
+        options.init_method = "tcp://localhost:29502"  # expect: PFL306
+    """,
+    "ipv6-host": """
+        import torch.distributed as dist
+        dist.init_process_group("gloo", init_method="tcp://[::1]:23456")  # expect: PFL306
+    """,
+    "tcp-store-positional-and-keyword": """
+        import torch.distributed as dist
+        from datetime import timedelta
+        store = dist.TCPStore("127.0.0.1", 29500, 2, True, timedelta(seconds=30))  # expect: PFL306
+        other = dist.TCPStore(host_name="127.0.0.1", port=29501, world_size=2, is_master=False)  # expect: PFL306
+    """,
+    "tcp-store-alias": """
+        from torch.distributed import TCPStore as Store
+        store = Store("localhost", 1234, 1, True)  # expect: PFL306
+    """,
+    # Fine: the port comes from elsewhere, is a default the launcher can override, or is free.
+    "setdefault-is-a-default": """
+        import os
+        os.environ.setdefault("MASTER_PORT", "29500")
+    """,
+    "guarded-default-not-in": """
+        import os
+        if "MASTER_PORT" not in os.environ:
+            os.environ["MASTER_PORT"] = "12910"
+    """,
+    "guarded-default-get": """
+        import os
+        if not os.environ.get("MASTER_PORT", None):
+            os.environ["MASTER_PORT"] = "29500"
+    """,
+    "guarded-default-else-branch": """
+        import os
+        if "MASTER_PORT" in os.environ:
+            pass
+        else:
+            os.environ["MASTER_PORT"] = "29500"
+    """,
+    "from-arguments-or-a-free-port": """
+        import os
+        def setup(args, port_finder):
+            os.environ["MASTER_PORT"] = args.master_port
+            os.environ["MASTER_PORT"] = str(port_finder())
+            os.environ["MASTER_PORT"] = os.environ.get("PORT", "29500")
+    """,
+    "parameter-default-is-the-callers": """
+        import os
+        PORT = "12355"
+        def setup(PORT="29500"):
+            os.environ["MASTER_PORT"] = PORT
+    """,
+    "reassigned-module-variable-is-not-a-constant": """
+        import os
+        PORT = "12355"
+        PORT = find_port()
+        os.environ["MASTER_PORT"] = PORT
+    """,
+    "port-zero": """
+        import os
+        import torch.distributed as dist
+        os.environ["MASTER_PORT"] = "0"
+        store = dist.TCPStore("127.0.0.1", 0, 1, True)
+        dist.init_process_group("gloo", init_method="tcp://127.0.0.1:0")
+    """,
+    "placeholder-port-and-other-schemes": """
+        import torch.distributed as dist
+        def setup(host, port, path):
+            dist.init_process_group("gloo", init_method=f"tcp://{host}:{port}")
+            dist.init_process_group("gloo", init_method="tcp://{}:{}".format(host, port))
+            dist.init_process_group("gloo", init_method="env://")
+            dist.init_process_group("gloo", init_method=f"file://{path}")
+    """,
+    "argparse-default-is-configurable": """
+        import argparse
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--dist-url", default="tcp://224.66.41.62:23456", type=str)
+        parser.add_argument("--master_port", default="12355")
+    """,
+    "environment-copy-for-a-child-and-mocked-environ": """
+        import os
+        from unittest import mock
+        env = os.environ.copy()
+        env["MASTER_PORT"] = "29500"
+        with mock.patch.dict(os.environ, {"MASTER_PORT": "500"}):
+            pass
+    """,
+    "reading-the-variable": """
+        import os
+        port = int(os.environ["MASTER_PORT"])
+        assert os.environ["MASTER_PORT"] == "12355"
+    """,
+    "other-variables-and-unrelated-store": """
+        import os
+        os.environ["MASTER_ADDR"] = "127.0.0.1"
+        os.environ["REDIS_PORT"] = "6379"
+        class TCPStore:
+            def __init__(self, host, port): pass
+        store = TCPStore("localhost", 6379)
+    """,
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_case(name: str) -> None:
+    assert_marks(dedent(CASES[name]))

@@ -1,0 +1,220 @@
+"""PFL401 missing-distributed-sampler: training loaders without a sampler in DDP scripts, and every exempt form."""
+
+from __future__ import annotations
+
+from textwrap import dedent
+
+import pytest
+
+from marks import assert_marks
+
+DDP_SETUP = """
+import os
+import torch
+import torch.distributed as dist
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+world_size = dist.get_world_size()
+dataset = TensorDataset(torch.arange(8))
+"""
+
+CASES = {
+    "shuffle-true": """
+        loader = DataLoader(dataset, batch_size=2, shuffle=True)  # expect: PFL401
+    """,
+    "shuffle-positional": """
+        loader = DataLoader(dataset, 2, True)  # expect: PFL401
+    """,
+    "dataset-keyword-and-sampler-none": """
+        loader = DataLoader(dataset=dataset, shuffle=True, sampler=None)  # expect: PFL401
+    """,
+    "module-alias": """
+        import torch.utils.data as tud
+        loader = tud.DataLoader(dataset, shuffle=True)  # expect: PFL401
+    """,
+    "imported-alias": """
+        from torch.utils.data import DataLoader as DL
+        loader = DL(dataset, shuffle=True)  # expect: PFL401
+    """,
+    "fully-qualified-defining-module": """
+        loader = torch.utils.data.dataloader.DataLoader(dataset, shuffle=True)  # expect: PFL401
+    """,
+    "named-for-training-without-shuffle": """
+        train_loader = DataLoader(dataset, batch_size=2)  # expect: PFL401
+    """,
+    "training-dataset-name": """
+        train_set = TensorDataset(torch.arange(8))
+        loader = DataLoader(train_set, batch_size=2)  # expect: PFL401
+    """,
+    "function-named-for-training-returns-it": """
+        def build_train_loader(data):
+            return DataLoader(data, batch_size=2)  # expect: PFL401
+    """,
+    "in-a-method-with-shuffle-from-a-variable": """
+        class Trainer:
+            def __init__(self, train_data, shuffle):
+                self.train_loader = DataLoader(train_data, shuffle=shuffle)  # expect: PFL401
+    """,
+    "unrelated-if-around-it": """
+        for epoch in range(3):
+            if epoch == 0:
+                loader = DataLoader(dataset, shuffle=True)  # expect: PFL401
+    """,
+    "names-that-only-contain-an-evaluation-word": """
+        value_loader = DataLoader(dataset, shuffle=True)  # expect: PFL401
+        latest_loader = DataLoader(interval_set, shuffle=True)  # expect: PFL401
+    """,
+    # Not flagged: a sampler is given.
+    "sampler-keyword": """
+        loader = DataLoader(dataset, shuffle=False, sampler=DistributedSampler(dataset))
+    """,
+    "batch-sampler-keyword": """
+        from torch.utils.data import BatchSampler
+        sampler = BatchSampler(DistributedSampler(dataset), 2, False)
+        train_loader = DataLoader(dataset, batch_sampler=sampler)
+    """,
+    "sampler-positional": """
+        sampler = DistributedSampler(dataset)
+        train_loader = DataLoader(dataset, 2, False, sampler)
+    """,
+    "sampler-maybe-in-kwargs": """
+        kwargs = {"batch_size": 2, "sampler": DistributedSampler(dataset)}
+        train_loader = DataLoader(dataset, shuffle=False, **kwargs)
+    """,
+    # Not flagged: evaluation, or nothing says training.
+    "validation-loader": """
+        val_loader = DataLoader(dataset, batch_size=2, shuffle=True)
+        valid_dl = DataLoader(dataset, shuffle=True)
+        testloader = DataLoader(dataset, shuffle=True)
+    """,
+    "evaluation-dataset": """
+        eval_dataset = TensorDataset(torch.arange(4))
+        loader = DataLoader(eval_dataset, shuffle=True)
+        loader = DataLoader(datasets["validation"], shuffle=True)
+    """,
+    "evaluation-function": """
+        def evaluate(model, data):
+            loader = DataLoader(data, shuffle=True)
+            return [model(x) for x in loader]
+    """,
+    "camel-case-evaluation-name": """
+        class EvalHelper:
+            def testLoader(self):
+                return DataLoader(dataset, shuffle=True)
+    """,
+    "no-shuffle-no-training-name": """
+        loader = DataLoader(dataset, batch_size=2)
+        constraint_loader = DataLoader(dataset, batch_size=2)
+    """,
+    # Not flagged: the data is split per rank some other way.
+    "manual-shard-by-rank": """
+        shard = torch.utils.data.Subset(dataset, range(rank, 8, world_size))
+        train_loader = DataLoader(shard, shuffle=True)
+    """,
+    "manual-shard-through-variables": """
+        def main():
+            indices = list(range(dist.get_rank(), 8, 2))
+            part = torch.utils.data.Subset(dataset, indices)
+            train_loader = DataLoader(part, shuffle=True)
+    """,
+    "split-dataset-by-node": """
+        from datasets.distributed import split_dataset_by_node
+        train_data = split_dataset_by_node(hf_dataset, rank=rank, world_size=world_size)
+        train_loader = DataLoader(train_data, batch_size=2)
+    """,
+    "iterable-dataset-subclass": """
+        from torch.utils.data import IterableDataset
+        class Stream(IterableDataset):
+            def __iter__(self):
+                yield from range(8)
+        class ShardedStream(Stream):
+            pass
+        train_loader = DataLoader(ShardedStream(), batch_size=2)
+        train_stream = Stream()
+        train_loader = DataLoader(train_stream, batch_size=2)
+    """,
+    "webdataset": """
+        import webdataset as wds
+        train_data = wds.WebDataset("shards-{000..009}.tar").shuffle(100)
+        train_loader = DataLoader(train_data, batch_size=2)
+    """,
+    "parameter-dataset-in-a-file-with-streaming-datasets": """
+        from torch.utils.data import IterableDataset
+        class Stream(IterableDataset):
+            pass
+        def make_train_loader(data):
+            return DataLoader(data, batch_size=2)
+    """,
+    # Not flagged: the single-process branch, or only one rank builds it.
+    "single-process-else-branch": """
+        if world_size > 1:
+            train_loader = DataLoader(dataset, sampler=DistributedSampler(dataset))
+        else:
+            train_loader = DataLoader(dataset, shuffle=True)
+    """,
+    "single-process-conditional-expression": """
+        def make(args):
+            return DataLoader(dataset, sampler=DistributedSampler(dataset)) if args.distributed else DataLoader(dataset, shuffle=True)
+    """,
+    "single-process-after-early-return": """
+        def make_train_loader(args):
+            if args.distributed:
+                return DataLoader(dataset, sampler=DistributedSampler(dataset))
+            return DataLoader(dataset, shuffle=True)
+    """,
+    "rank-zero-only": """
+        if rank == 0:
+            train_loader = DataLoader(dataset, shuffle=True)
+    """,
+    "local-function-named-data-loader": """
+        def DataLoader(data, shuffle):
+            return data
+        train_loader = DataLoader(dataset, shuffle=True)
+    """,
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_case(name: str) -> None:
+    assert_marks(DDP_SETUP + dedent(CASES[name]))
+
+
+@pytest.mark.parametrize(
+    "setup",
+    [
+        "import torch.distributed as dist\ndist.init_process_group('nccl')\n",
+        "from torch.nn.parallel import DistributedDataParallel as DDP\nmodel = DDP(model)\n",
+        "import os\nlocal_rank = int(os.environ['LOCAL_RANK'])\n",
+    ],
+)
+def test_distributed_files_are_recognised(setup: str) -> None:
+    assert_marks(
+        "from torch.utils.data import DataLoader\n" + setup + "loader = DataLoader(data, shuffle=True)  # expect: PFL401\n"
+    )
+
+
+def test_single_process_script_is_not_flagged() -> None:
+    assert_marks("from torch.utils.data import DataLoader\ntrain_loader = DataLoader(data, shuffle=True)\n")
+
+
+@pytest.mark.parametrize(
+    "framework",
+    [
+        # Lightning and Accelerate put the sampler in themselves.
+        "import lightning as L\n",
+        "from pytorch_lightning import Trainer\n",
+        "from lightning.fabric import Fabric\n",
+        "def setup(accelerator, model, loader):\n    return accelerator.prepare(model, loader)\n",
+        "def setup(self, loader):\n    return self.accelerator.prepare(loader)\n",
+        # JAX feeds every device from one process; LOCAL_RANK there is a leftover argument.
+        "import jax\n",
+        "from flax import jax_utils\n",
+    ],
+)
+def test_files_that_are_not_checked(framework: str) -> None:
+    assert_marks(
+        "import os\nfrom torch.utils.data import DataLoader\nlocal_rank = int(os.environ.get('LOCAL_RANK', -1))\n"
+        + framework
+        + "train_loader = DataLoader(data, shuffle=True)\n"
+    )
