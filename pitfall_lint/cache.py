@@ -15,10 +15,23 @@ from dataclasses import astuple
 from pathlib import Path
 
 from pitfall_lint import __version__
-from pitfall_lint.diagnostic import Diagnostic
+from pitfall_lint.diagnostic import Diagnostic, FixPlan
 from pitfall_lint.engine import FileResult
 
 FOLDER = ".pitfall_lint_cache"
+
+
+_ROW_FORMAT = 2  # the Diagnostic fields, the fix plan last
+
+
+def _to_row(diagnostic: Diagnostic) -> list[object]:
+    *fields, fix = astuple(diagnostic)
+    return [*fields, [list(fact) for fact in diagnostic.fix.facts] if diagnostic.fix else None]
+
+
+def _from_row(row: list[object]) -> Diagnostic:
+    *fields, facts = row
+    return Diagnostic(*fields, fix=FixPlan(tuple(tuple(f) for f in facts)) if facts is not None else None)  # type: ignore[arg-type, misc]
 
 
 def content_key(data: bytes) -> str:
@@ -27,7 +40,7 @@ def content_key(data: bytes) -> str:
 
 class ResultCache:
     def __init__(self, root: Path, rule_codes: Iterable[str]) -> None:
-        settings = json.dumps([__version__, sorted(rule_codes)])
+        settings = json.dumps([__version__, _ROW_FORMAT, sorted(rule_codes)])
         self._folder = root / FOLDER
         self._file = self._folder / f"results-{hashlib.blake2b(settings.encode(), digest_size=8).hexdigest()}.json"
         self._entries: dict[str, list] = {}
@@ -41,11 +54,14 @@ class ResultCache:
         entry = self._entries.get(path)
         if entry is None or entry[0] != key:
             return None
-        return FileResult(path, tuple(Diagnostic(*row) for row in entry[1]))
+        try:
+            return FileResult(path, tuple(_from_row(row) for row in entry[1]))
+        except (TypeError, ValueError):
+            return None  # written by another version of the row format: check the file afresh
 
     def put(self, path: str, key: str, result: FileResult) -> None:
         if result.internal_error is None:  # a crash of ours is reported again next time
-            self._entries[path] = [key, [list(astuple(d)) for d in result.diagnostics]]
+            self._entries[path] = [key, [_to_row(d) for d in result.diagnostics]]
             self._dirty = True
 
     def save(self) -> None:

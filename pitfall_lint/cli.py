@@ -103,6 +103,9 @@ def _load_selection(
 @click.option("--show-source", is_flag=True, help="Show the offending lines with a caret under the span and the fix hint.")
 @click.option("--statistics", is_flag=True, help="Print the number of findings per rule instead of the findings.")
 @click.option("--output-file", "-o", type=click.Path(dir_okay=False), help="Write the report to this file instead of stdout.")
+@click.option("--fix", is_flag=True, help="Apply the safe fixes, then report what is left.")
+@click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff: apply the fixes that can change behaviour too.")
+@click.option("--diff", is_flag=True, help="Print the fixes as a unified diff instead of writing them (exit 1 if there is one).")
 @click.option("--baseline", "baseline_path", type=click.Path(dir_okay=False), help="Report only findings not recorded in this baseline file.")
 @click.option("--write-baseline", "write_baseline_path", type=click.Path(dir_okay=False), help="Record today's findings in this file and exit 0.")
 def check(
@@ -120,6 +123,9 @@ def check(
     show_source: bool,
     statistics: bool,
     output_file: str | None,
+    fix: bool,
+    unsafe_fixes: bool,
+    diff: bool,
     baseline_path: str | None,
     write_baseline_path: str | None,
 ) -> None:
@@ -135,7 +141,16 @@ def check(
     diagnostics: list[Diagnostic] = []
     internal_errors = 0
     root = config.root.resolve()
-    for result in _check_with_cache([display_path(f) for f in files], rules, config.root, not no_cache):
+    shown = [display_path(f) for f in files]
+    if fix or diff:
+        from pitfall_lint.fix.session import fix_files  # libcst is loaded only when fixing
+
+        outcome = fix_files(_check_with_cache(shown, rules, config.root, not no_cache), rules, unsafe_fixes, diff,
+                            lambda path: _per_file_ignores(config, root, path))
+        internal_errors += outcome.errors
+        if diff:
+            sys.exit(EXIT_ERROR if outcome.errors else EXIT_FINDINGS if outcome.changed_files else EXIT_CLEAN)
+    for result in _check_with_cache(shown, rules, config.root, not no_cache):
         if result.internal_error:
             internal_errors += 1
             click.echo(f"error: {result.path}: {result.internal_error}", err=True)
@@ -291,22 +306,22 @@ def verify(
 @main.command("rules")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def list_rules(output_format: str) -> None:
-    """List every rule: code, name, default state, severity, whether `verify` can confirm it."""
+    """List every rule: code, name, default state, severity, whether `verify` can confirm it, its fix."""
     infos = _infos()
     if output_format == "json":
         rows = [
             {"code": i.code, "name": i.name, "summary": i.summary, "severity": i.severity,
-             "enabled_by_default": i.enabled_by_default, "verifiable": i.verifiable}
+             "enabled_by_default": i.enabled_by_default, "verifiable": i.verifiable, "fix": i.fix}
             for i in infos
         ]
         click.echo(json.dumps(rows, indent=2))
         return
     width = max(len(i.name) for i in infos)
-    click.echo(f"{'code':<7} {'name':<{width}} {'default':<7} {'severity':<8} {'verify':<6} summary")
+    click.echo(f"{'code':<7} {'name':<{width}} {'default':<7} {'severity':<8} {'verify':<6} {'fix':<6} summary")
     for i in infos:
         default = "on" if i.enabled_by_default else "off"
         verify = "yes" if i.verifiable else "no"
-        click.echo(f"{i.code:<7} {i.name:<{width}} {default:<7} {i.severity:<8} {verify:<6} {i.summary}")
+        click.echo(f"{i.code:<7} {i.name:<{width}} {default:<7} {i.severity:<8} {verify:<6} {i.fix or '-':<6} {i.summary}")
 
 
 @main.command()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Sequence
 
-from pitfall_lint.diagnostic import Diagnostic, RuleInfo
+from pitfall_lint.diagnostic import Diagnostic, FixPlan, RuleInfo
 from pitfall_lint.names import NameResolver
 from pitfall_lint.source import SourceText
 
@@ -39,7 +39,7 @@ class FileContext:
             self._names[key] = self.resolver.qualified_name(expr, self.ancestors)
         return self._names[key]
 
-    def report(self, info: RuleInfo, node: ast.AST, message: str) -> None:
+    def report(self, info: RuleInfo, node: ast.AST, message: str, fix: FixPlan | None = None) -> None:
         line = getattr(node, "lineno", 1)
         end_line = getattr(node, "end_lineno", None) or line
         column = self.text.column(line, getattr(node, "col_offset", 0))
@@ -56,5 +56,6 @@ class FileContext:
                 end_column=end_column,
                 severity=info.severity,
                 message=message,
+                fix=fix,
             )
         )

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 Severity = Literal["error", "warning", "info"]
+# Ruff's model: a safe fix keeps what the code means; an unsafe one may change behaviour beyond the pitfall.
+Applicability = Literal["safe", "unsafe"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +21,17 @@ class RuleInfo:
     enabled_by_default: bool = True
     verifiable: bool = False
     hint: str = ""  # the fix in one line, shown by --show-source
+    fix: Applicability | None = None  # whether `check --fix` can rewrite it, and how safely
+
+
+@dataclass(frozen=True, slots=True)
+class FixPlan:
+    """What the rule learned that its rewrite needs, as source text (`total_length` -> `padded.size(1)`)."""
+
+    facts: tuple[tuple[str, str], ...]
+
+    def __getitem__(self, key: str) -> str:
+        return dict(self.facts)[key]
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -35,6 +48,8 @@ class Diagnostic:
     severity: Severity
     message: str
     cell: int | None = None  # in a notebook: the 1-based cell, and `line` counts within it
+    # Set when the rule could work out a rewrite; not part of the finding's identity.
+    fix: FixPlan | None = field(default=None, compare=False)
 
 
 PARSE_ERROR = RuleInfo(

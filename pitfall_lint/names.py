@@ -95,6 +95,10 @@ class NameResolver:
                 for name in _assigned_names(target):
                     self._module[name] = name
 
+    def module_alias(self, qualified: str) -> str | None:
+        """A module-level name bound to exactly this (`dist` for `torch.distributed`)."""
+        return next((local for local, bound in self._module.items() if bound == qualified), None)
+
     def note_local_import(self, node: ast.Import | ast.ImportFrom, ancestors: Sequence[ast.AST]) -> None:
         scope = next((a for a in reversed(ancestors) if isinstance(a, _FUNCTION_NODES)), None)
         if scope is not None:

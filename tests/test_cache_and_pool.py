@@ -79,3 +79,13 @@ def test_pool_gives_the_sequential_results_in_order(tmp_path: Path) -> None:
     assert len(paths) >= 2 * 24  # enough files for two workers
     assert parallel == sequential
     assert sum(len(r.diagnostics) for r in parallel) > 0
+
+
+def test_rows_of_another_format_are_checked_afresh(project: Path) -> None:
+    check()
+    (cache_file,) = (project / FOLDER).glob("results-*.json")
+    stored = json.loads(cache_file.read_text())
+    assert stored["save.py"][1][0][-1] == [["guard", "dist.get_rank() == 0"], ["import", ""]]  # the fix plan survives
+    stored["save.py"][1][0] = stored["save.py"][1][0][:-2]  # a malformed row: two fields short
+    cache_file.write_text(json.dumps(stored))
+    assert check() == [("save.py", "PFL201", 4)]

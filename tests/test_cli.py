@@ -179,10 +179,30 @@ def test_rules_lists_every_rule() -> None:
 
     rows = json.loads(run("rules", "--format", "json").stdout)
     assert [r["code"] for r in rows] == ["PFL000", *(rule.info.code for rule in all_rules())]
-    assert set(rows[0]) == {"code", "name", "summary", "severity", "enabled_by_default", "verifiable"}
+    assert set(rows[0]) == {"code", "name", "summary", "severity", "enabled_by_default", "verifiable", "fix"}
     text = run("rules").stdout.splitlines()
-    assert text[0].split() == ["code", "name", "default", "severity", "verify", "summary"]
-    assert text[2].split()[:5] == ["PFL101", "bound-method-on-module", "on", "warning", "yes"]
+    assert text[0].split() == ["code", "name", "default", "severity", "verify", "fix", "summary"]
+    catalog = {tuple(line.split()[:6]) for line in text[1:]}
+    assert catalog == {
+        ("PFL000", "parse-error", "on", "error", "no", "-"),
+        ("PFL101", "bound-method-on-module", "on", "warning", "yes", "-"),
+        ("PFL102", "pad-packed-without-total-length", "on", "warning", "yes", "safe"),
+        ("PFL103", "dp-scatter-dim-mismatch", "on", "warning", "yes", "-"),
+        ("PFL110", "batch-smaller-than-replicas", "on", "warning", "yes", "-"),
+        ("PFL201", "unguarded-torch-save", "on", "error", "yes", "unsafe"),
+        ("PFL202", "load-without-map-location", "off", "warning", "yes", "unsafe"),
+        ("PFL203", "wrapped-state-dict", "on", "warning", "yes", "-"),
+        ("PFL204", "load-without-barrier", "on", "warning", "yes", "-"),
+        ("PFL301", "missing-main-guard", "on", "error", "yes", "safe"),
+        ("PFL306", "hardcoded-master-port", "on", "warning", "yes", "-"),
+        ("PFL308", "spawn-from-notebook", "on", "error", "no", "-"),
+        ("PFL401", "missing-distributed-sampler", "on", "warning", "yes", "-"),
+        ("PFL402", "missing-set-epoch", "on", "warning", "yes", "safe"),
+        ("PFL404", "rank-seeding", "on", "warning", "yes", "-"),
+        ("PFL501", "optimizer-before-move", "off", "info", "no", "-"),
+        ("PFL502", "softmax-before-cross-entropy", "on", "error", "no", "-"),
+        ("PFL503", "missing-zero-grad", "on", "error", "no", "-"),
+    }
 
 
 @pytest.mark.parametrize("spelling", ["PFL101", "pfl101", "bound-method-on-module"])

@@ -207,3 +207,18 @@ def test_every_verifiable_rule_has_a_probe_and_back() -> None:
     from pitfall_lint.rules import all_rules
 
     assert set(all_probes()) == {r.info.code for r in all_rules() if r.info.verifiable}
+
+
+@pytest.mark.parametrize("code", ["PFL102", "PFL201", "PFL202", "PFL301", "PFL402"])
+def test_verify_no_longer_confirms_what_fix_rewrote(tmp_path: Path, code: str) -> None:
+    (folder,) = (REPO / "fixtures").glob(f"{code}-*")
+    copy = tmp_path / folder.name
+    shutil.copytree(folder, copy)
+    fixing = subprocess.run(
+        [sys.executable, "-m", "pitfall_lint", "check", "--no-cache", "--fix", "--unsafe-fixes", "--select", code, "bad.py"],
+        cwd=copy, capture_output=True, text=True, timeout=120,
+    )
+    assert (fixing.returncode, fixing.stderr) == (0, "Fixed 1 finding in 1 file.\n")
+    returncode, report, stderr = verify(copy / "bad.py", *selecting(code), cwd=copy)
+    assert (returncode, report["findings"], report["unexplained"]) == (0, [], []), stderr
+    assert report["outcome"] == "finished without a failure; no process left behind"

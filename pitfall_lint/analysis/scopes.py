@@ -70,8 +70,19 @@ def assignments_in(scope: ast.AST) -> list[ast.Assign]:
     return found
 
 
-def local_value(name: str, function: Function | None, before_line: int, module: ast.Module | None = None) -> ast.AST | None:
-    """The last simple assignment to `name` before the given line: in the function, else (if given) at module level."""
+def _binds(target: ast.expr, name: str, unpacked: bool) -> bool:
+    if isinstance(target, ast.Name):
+        return target.id == name
+    return unpacked and isinstance(target, (ast.Tuple, ast.List)) and any(_binds(e, name, True) for e in target.elts)
+
+
+def local_value(
+    name: str, function: Function | None, before_line: int, module: ast.Module | None = None, unpacked: bool = False
+) -> ast.AST | None:
+    """The last simple assignment to `name` before the given line: in the function, else (if given) at module level.
+
+    With `unpacked`, `name, state = value` counts too, and gives the whole `value`.
+    """
     scope: ast.AST | None = function if function is not None else module
     if scope is None:
         return None
@@ -81,10 +92,34 @@ def local_value(name: str, function: Function | None, before_line: int, module: 
         if (
             isinstance(node, ast.Assign)
             and latest <= node.lineno < before_line
-            and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+            and any(_binds(t, name, unpacked) for t in node.targets)
         ):
             value, latest = node.value, node.lineno
     return value
+
+
+def is_rebound_between(name: str, scope: ast.AST, after_line: int, before_line: int) -> bool:
+    """Whether `name` is assigned (or is a loop target) on a line in (after_line, before_line)."""
+    return any(
+        isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store) and after_line < node.lineno < before_line
+        for node in ast.walk(scope)
+    )
+
+
+def names_bound_before(function: Function | None, module: ast.Module, before_line: int) -> dict[str, ast.AST | None]:
+    """Names usable at a line: the function's parameters (None) and the values assigned before it, latest last."""
+    bound: dict[str, ast.AST | None] = {}
+    if function is not None:
+        args = function.args
+        for parameter in [*args.posonlyargs, *args.args, *args.kwonlyargs]:
+            bound[parameter.arg] = None
+    scope: ast.AST = function if function is not None else module
+    for node in sorted(assignments_in(scope), key=lambda n: n.lineno):
+        if node.lineno < before_line:
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    bound[target.id] = node.value
+    return bound
 
 
 def is_main_guard(test: ast.expr, equal: bool = True) -> bool:

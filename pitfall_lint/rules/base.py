@@ -6,7 +6,7 @@ import ast
 from typing import ClassVar
 
 from pitfall_lint.context import FileContext
-from pitfall_lint.diagnostic import RuleInfo
+from pitfall_lint.diagnostic import FixPlan, RuleInfo
 
 
 class Rule:
@@ -30,5 +30,6 @@ class Rule:
     def finish(self) -> None:
         """Called once after the traversal, for rules that decide with the whole file in view."""
 
-    def report(self, node: ast.AST, message: str) -> None:
-        self.ctx.report(self.info, node, message)
+    def report(self, node: ast.AST, message: str, fix: dict[str, str] | None = None) -> None:
+        """`fix`: the facts the rule's rewrite in pitfall_lint/fix/ needs, when it could work them out."""
+        self.ctx.report(self.info, node, message, FixPlan(tuple(fix.items())) if fix else None)

@@ -49,7 +49,7 @@ class BoundMethodOnModule(Rule):
                 self.report(
                     node,
                     f"`{instance}.{attribute}` holds {culprit}, bound to the original module: nn.DataParallel "
-                    f"replicas would run it on the original's parameters; dispatch from a method instead",
+                    f"replicas would run it on the original's parameters; {_suggested_change(instance, attribute, value)}",
                 )
 
     def _stored_values(self, node: ast.AST, instance: str) -> list[tuple[str, ast.expr]]:
@@ -101,3 +101,14 @@ class BoundMethodOnModule(Rule):
             if function == "types.MethodType" and any(is_name(a, instance) for a in arguments):
                 return f"`{ast.unparse(value)}`, a method bound to `{instance}`"
         return None
+
+
+def _suggested_change(instance: str, attribute: str, value: ast.expr) -> str:
+    """No automatic rewrite (a class may rely on the attribute), but the change itself, spelled out."""
+    if not (isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id == instance):
+        return "dispatch from a method instead"
+    choice = f"_{attribute}_impl"
+    return (
+        f"dispatch from a method instead: store the name (`{instance}.{choice} = \"{value.attr}\"`) and define "
+        f"`def {attribute}(self, *args, **kwargs): return getattr(self, self.{choice})(*args, **kwargs)`"
+    )

@@ -7,6 +7,7 @@ import ast
 from pitfall_lint.analysis.buffers import is_in_memory_buffer
 from pitfall_lint.analysis.distributed import sets_up_distributed
 from pitfall_lint.analysis.ranks import is_restricted_to_one_rank
+from pitfall_lint.analysis.scopes import enclosing_function, names_bound_before
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import Rule
@@ -21,6 +22,7 @@ class LoadWithoutMapLocation(Rule):
         summary="torch.load without map_location in distributed code: every rank loads onto the saving device (cuda:0).",
         severity="warning",
         enabled_by_default=False,
+        fix="unsafe",
         hint='pass `map_location=f"cuda:{local_rank}"` (or `"cpu"`) so each rank loads onto its own device',
         verifiable=True,
     )
@@ -55,4 +57,14 @@ class LoadWithoutMapLocation(Rule):
                 call,
                 "`torch.load` without `map_location` on every rank: each restores the tensors onto the device they "
                 "were saved from (cuda:0); pass `map_location=f\"cuda:{local_rank}\"` or `\"cpu\"`",
+                fix={"map_location": self._local_device(call, ancestors) or '"cpu"'},
             )
+
+    def _local_device(self, call: ast.Call, ancestors: list[ast.AST]) -> str | None:
+        """A variable holding this rank's device (`device = torch.device(f"cuda:{rank}")`, a `device` parameter)."""
+        bound = names_bound_before(enclosing_function(ancestors), self.ctx.tree, call.lineno)
+        for name, value in reversed(bound.items()):
+            builds_device = isinstance(value, ast.Call) and self.ctx.qualified_name(value.func, ancestors) == "torch.device"
+            if builds_device or name == "device" or name.endswith("_device"):
+                return name
+        return None

@@ -45,6 +45,7 @@ class MissingMainGuard(Rule):
         severity="error",
         hint='move the statements that start processes under `if __name__ == "__main__":`',
         verifiable=True,
+        fix="safe",
     )
     triggers = (("multiprocessing",),)
     subscriptions = (ast.Call,)
@@ -119,6 +120,7 @@ class MissingMainGuard(Rule):
         culprits = self._direct_starts(self._module) + [
             (marker, f"{callee}() -> {starting[callee]}") for marker, callee in self._module.calls if callee in starting
         ]
+        plan = {"move": ",".join(str(s.lineno) for s in self._statements_to_move([marker for marker, _ in culprits]))}
         reported: set[int] = set()
         for statement, how in culprits:
             if id(statement) in reported:
@@ -128,4 +130,32 @@ class MissingMainGuard(Rule):
                 statement,
                 f"`{how}` starts processes at import time: spawned children re-import the module and fail "
                 "while bootstrapping; move it under `if __name__ == \"__main__\":`",
+                fix=plan,
             )
+
+    def _statements_to_move(self, markers: list[ast.AST]) -> list[ast.stmt]:
+        """The top-level statements that start processes, and the later ones that use what those bound.
+
+        Definitions and imports stay at module level: the children import them.
+        """
+        lines = {marker.lineno for marker in markers}  # type: ignore[attr-defined]
+        moved: list[ast.stmt] = []
+        bound: set[str] = set()
+        for statement in self.ctx.tree.body:
+            end = statement.end_lineno or statement.lineno
+            starts = any(statement.lineno <= line <= end for line in lines)
+            stays = isinstance(statement, (*FUNCTIONS, ast.ClassDef, ast.Import, ast.ImportFrom)) or (
+                isinstance(statement, ast.If) and is_main_guard(statement.test)
+            )
+            if starts or (moved and not stays and _reads_any(statement, bound)):
+                moved.append(statement)
+                bound |= _stored_names(statement)
+        return moved
+
+
+def _stored_names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def _reads_any(node: ast.AST, names: set[str]) -> bool:
+    return any(isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in names for n in ast.walk(node))

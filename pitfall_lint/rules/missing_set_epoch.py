@@ -70,6 +70,7 @@ class MissingSetEpoch(Rule):
         summary="A shuffling DistributedSampler iterated over several epochs without set_epoch(epoch) repeats one order.",
         severity="warning",
         verifiable=True,
+        fix="safe",
     )
     triggers = (("DistributedSampler",),)
     subscriptions = (ast.Call,)
@@ -95,11 +96,15 @@ class MissingSetEpoch(Rule):
             found = self._epoch_loop_without_set_epoch(sampler, flow)
             if found is not None:
                 loop, use, is_loader = found
+                spelling = self._spelling(sampler, flow, loop, use, is_loader)
+                epoch = loop.target.id if isinstance(loop, ast.For) and isinstance(loop.target, ast.Name) else None
                 self.report(
                     sampler,
                     f"`DistributedSampler` shuffles, but the loop at line {loop.lineno} iterates `{ast.unparse(use)}` "
                     f"without calling `set_epoch`, so every epoch repeats the same order; call "
-                    f"`{self._spelling(sampler, flow, loop, use, is_loader)}.set_epoch(epoch)` at the start of each epoch",
+                    f"`{spelling}.set_epoch({epoch or 'epoch'})` at the start of each epoch",
+                    # Only a `for` loop names its epoch; `for _ in ...` still counts them.
+                    fix={"loop": str(loop.lineno), "statement": f"{spelling}.set_epoch({epoch})"} if epoch else None,
                 )
 
     def _for_evaluation(self, sampler: ast.Call) -> bool:

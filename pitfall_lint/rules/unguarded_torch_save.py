@@ -7,11 +7,17 @@ import ast
 from pitfall_lint.analysis.distributed import sets_up_distributed
 from pitfall_lint.analysis.ranks import is_restricted_to_one_rank, path_mentions_rank
 from pitfall_lint.analysis.buffers import is_in_memory_buffer
+from pitfall_lint.analysis.scopes import enclosing_function, names_bound_before
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import Rule
 
 _PATH_POSITION = 1  # torch.save(obj, f, ...)
+
+
+# Names and calls that hold the global rank; a local rank is 0 once per node, so it is no guard for a shared file.
+_GLOBAL_RANK_NAMES = frozenset({"rank", "global_rank", "world_rank"})
+_GLOBAL_RANK_CALLS = frozenset({"torch.distributed.get_rank", "torch.distributed.distributed_c10d.get_rank"})
 
 
 class UnguardedTorchSave(Rule):
@@ -22,6 +28,7 @@ class UnguardedTorchSave(Rule):
         severity="error",
         hint='save on one rank (`if dist.get_rank() == 0:`) and `dist.barrier()` before others read it, or put the rank in the file name',
         verifiable=True,
+        fix="unsafe",
     )
     # torch.save, in a file that sets_up_distributed() could recognise.
     triggers = (("save",), ("init_process_group", "DistributedDataParallel", "FullyShardedDataParallel", "RANK", "WORLD_SIZE"))
@@ -50,4 +57,17 @@ class UnguardedTorchSave(Rule):
                 call,
                 "`torch.save` runs on every rank, which then overwrite one file; guard it with "
                 "`if dist.get_rank() == 0:` or put the rank in the path",
+                fix=self._rank_zero_guard(call, ancestors) if isinstance(ancestors[-1], ast.Expr) else None,
             )
+
+    def _rank_zero_guard(self, call: ast.Call, ancestors: list[ast.AST]) -> dict[str, str]:
+        """The test that keeps the save on rank 0, with the import it needs (empty when none)."""
+        bound = names_bound_before(enclosing_function(ancestors), self.ctx.tree, call.lineno)
+        for name, value in reversed(bound.items()):
+            reads_rank = isinstance(value, ast.Call) and self.ctx.qualified_name(value.func, ancestors) in _GLOBAL_RANK_CALLS
+            if name in _GLOBAL_RANK_NAMES or reads_rank:
+                return {"guard": f"{name} == 0", "import": ""}
+        alias = self.ctx.resolver.module_alias("torch.distributed")
+        if alias is not None:
+            return {"guard": f"{alias}.get_rank() == 0", "import": ""}
+        return {"guard": "torch.distributed.get_rank() == 0", "import": "torch.distributed"}

@@ -1,0 +1,70 @@
+"""`--fix` and `--diff` over the files of one check: read, fix in memory, then write atomically or print a diff."""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import click
+
+from pitfall_lint.config import matches
+from pitfall_lint.engine import FileResult
+from pitfall_lint.fix import allowed, fix_source
+from pitfall_lint.fix.write import ChangedOnDisk, replace_if_unchanged
+from pitfall_lint.notebook import NOTEBOOK_SUFFIX
+from pitfall_lint.rules.base import Rule
+
+
+@dataclass
+class FixOutcome:
+    changed_files: int = 0
+    fixed: int = 0
+    errors: int = 0
+
+
+def _diff(path: str, before: bytes, after: bytes) -> bytes:
+    lines = difflib.diff_bytes(
+        difflib.unified_diff, before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{path}".encode(), f"b/{path}".encode()
+    )
+    return b"".join(line if line.endswith(b"\n") else line + b"\n" for line in lines)
+
+
+def fix_files(
+    results: Sequence[FileResult], rules: Sequence[type[Rule]], unsafe: bool, diff: bool, ignored_for: Callable[[str], tuple[str, ...]]
+) -> FixOutcome:
+    codes = allowed(rules, unsafe)
+    unsafe_codes = {r.info.code for r in rules if r.info.fix == "unsafe"}
+    outcome, held_back = FixOutcome(), 0
+    for result in results:
+        skipped = ignored_for(result.path)
+        candidates = [d for d in result.diagnostics if d.fix is not None and not matches(d.code, skipped)]
+        held_back += sum(d.code in unsafe_codes and d.code not in codes for d in candidates)
+        if result.path.endswith(NOTEBOOK_SUFFIX) or not any(d.code in codes for d in candidates):
+            continue
+        try:
+            with open(result.path, "rb") as handle:
+                data = handle.read()
+            fixed = fix_source(result.path, data, [r for r in rules if not matches(r.info.code, skipped)], unsafe)
+            if not fixed.applied:
+                continue
+            if diff:
+                sys.stdout.buffer.write(_diff(result.path, data, fixed.fixed))
+                sys.stdout.flush()
+            else:
+                replace_if_unchanged(result.path, data, fixed.fixed)
+        except ChangedOnDisk:
+            click.echo(f"warning: {result.path}: changed on disk while it was being fixed; left as it is", err=True)
+            continue
+        except OSError as error:
+            click.echo(f"error: {result.path}: cannot fix: {error.strerror or error}", err=True)
+            outcome.errors += 1
+            continue
+        outcome.changed_files += 1
+        outcome.fixed += sum(fixed.applied.values())
+    files = "file" if outcome.changed_files == 1 else "files"
+    verb = "Would fix" if diff else "Fixed"
+    more = f" ({held_back} more with --unsafe-fixes)" if held_back else ""
+    click.echo(f"{verb} {outcome.fixed} finding{'' if outcome.fixed == 1 else 's'} in {outcome.changed_files} {files}{more}.", err=True)
+    return outcome

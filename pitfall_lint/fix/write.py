@@ -1,0 +1,33 @@
+"""Writing a fixed file: atomically, with its mode, and never over a file that changed since it was read."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+
+
+class ChangedOnDisk(Exception):
+    """The file no longer holds what was fixed: someone else wrote it meanwhile."""
+
+
+def replace_if_unchanged(path: str, expected: bytes, content: bytes) -> None:
+    """A temporary file beside the target, then a rename: an interrupted run leaves the old file or the new one."""
+    target = os.path.realpath(path)  # a symlink keeps pointing at the file it names
+    mode = stat.S_IMODE(os.stat(target).st_mode)
+    descriptor, temporary = tempfile.mkstemp(dir=os.path.dirname(target), prefix=f".{os.path.basename(target)}.", suffix=".pitfall-lint")
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(content)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temporary, mode)
+        with open(target, "rb") as handle:
+            if handle.read() != expected:
+                raise ChangedOnDisk(path)
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
