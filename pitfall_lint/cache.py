@@ -13,6 +13,7 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import astuple
 from pathlib import Path
+from typing import Any
 
 from pitfall_lint import __version__
 from pitfall_lint.diagnostic import Diagnostic, FixPlan
@@ -29,9 +30,10 @@ def _to_row(diagnostic: Diagnostic) -> list[object]:
     return [*fields, [list(fact) for fact in diagnostic.fix.facts] if diagnostic.fix else None]
 
 
-def _from_row(row: list[object]) -> Diagnostic:
+def _from_row(row: list[Any]) -> Diagnostic:
     *fields, facts = row
-    return Diagnostic(*fields, fix=FixPlan(tuple(tuple(f) for f in facts)) if facts is not None else None)  # type: ignore[arg-type, misc]
+    plan = FixPlan(tuple((key, value) for key, value in facts)) if facts is not None else None
+    return Diagnostic(*fields, fix=plan)  # type: ignore[misc]  # `fields` stops before `fix`
 
 
 def content_key(data: bytes) -> str:

@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
@@ -36,7 +37,7 @@ class _DefaultToCheck(click.Group):
         return super().parse_args(ctx, args)
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     click.echo(f"error: {message}", err=True)
     sys.exit(EXIT_ERROR)
 

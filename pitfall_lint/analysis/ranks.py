@@ -6,7 +6,7 @@ import ast
 import re
 from collections.abc import Sequence
 
-from pitfall_lint.analysis.scopes import FUNCTIONS, decorator_names, local_value
+from pitfall_lint.analysis.scopes import FUNCTIONS, decorator_names, local_value, preceded_by
 from pitfall_lint.context import FileContext
 
 # Identifiers that name a rank or a "this is the main process" predicate, in the spellings that
@@ -60,14 +60,7 @@ def _exits_early_on_rank(statement: ast.stmt) -> bool:
 
 
 def _preceded_by_rank_exit(node: ast.AST, ancestors: Sequence[ast.AST]) -> bool:
-    chain = [*ancestors, node]
-    for parent, child in zip(chain, chain[1:]):
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(parent, field, None)
-            if isinstance(block, list) and child in block:
-                if any(_exits_early_on_rank(s) for s in block[: block.index(child)]):
-                    return True
-    return False
+    return preceded_by(node, ancestors, _exits_early_on_rank)
 
 
 def path_mentions_rank(path: ast.AST, ancestors: Sequence[ast.AST], _depth: int = 0) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ast
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 Function = ast.FunctionDef | ast.AsyncFunctionDef
@@ -88,7 +88,7 @@ def local_value(
         return None
     value = None
     latest = 0
-    for node in assignments_in(scope) if scope is module else ast.walk(scope):
+    for node in ast.walk(scope) if function is not None else assignments_in(scope):
         if (
             isinstance(node, ast.Assign)
             and latest <= node.lineno < before_line
@@ -132,3 +132,15 @@ def is_main_guard(test: ast.expr, equal: bool = True) -> bool:
     return any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides) and any(
         isinstance(s, ast.Constant) and s.value == "__main__" for s in sides
     )
+
+
+def preceded_by(node: ast.AST, ancestors: Sequence[ast.AST], predicate: Callable[[ast.stmt], bool]) -> bool:
+    """Whether a statement before `node`, in one of the blocks that enclose it, satisfies the predicate."""
+    chain = [*ancestors, node]
+    for parent, child in zip(chain, chain[1:]):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(parent, field, None)
+            if isinstance(block, list) and child in block:
+                if any(predicate(statement) for statement in block[: block.index(child)]):
+                    return True
+    return False

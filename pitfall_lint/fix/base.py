@@ -6,8 +6,8 @@ flagged node in a libcst tree by the diagnostic's position and rewrites it, losi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import ClassVar, TypeVar
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import ClassVar, Generic, TypeVar
 
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, ParentNodeProvider, PositionProvider
@@ -15,6 +15,9 @@ from libcst.metadata import CodeRange, MetadataWrapper, ParentNodeProvider, Posi
 from pitfall_lint.diagnostic import Diagnostic, FixPlan
 
 N = TypeVar("N", bound=cst.CSTNode)
+K = TypeVar("K", bound=cst.CSTNode)
+V = TypeVar("V")
+Statement = cst.SimpleStatementLine | cst.BaseCompoundStatement  # what a block's body holds
 
 
 class Located:
@@ -55,21 +58,22 @@ class Fixer:
         raise NotImplementedError
 
 
-class _Rewriter(cst.CSTTransformer):
+class _Rewriter(cst.CSTTransformer, Generic[K, V]):
     """Replaces the given original nodes with what `replace` makes of their updated versions."""
 
-    def __init__(self, targets: dict[cst.CSTNode, object], replace) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, targets: Mapping[K, V], replace: Callable[[K, V], cst.CSTNode]) -> None:
         super().__init__()
         self._targets = targets
         self._replace = replace
 
-    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):  # type: ignore[no-untyped-def, override]
-        if original in self._targets:
-            return self._replace(updated, self._targets[original])
-        return updated
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
+        if original_node in self._targets:
+            # The updated node is of the original's type: a transformer rebuilds, it does not retype.
+            return self._replace(updated_node, self._targets[original_node])  # type: ignore[arg-type, index]
+        return updated_node
 
 
-def replace_nodes(module: cst.Module, targets: dict[cst.CSTNode, object], replace) -> cst.Module:  # type: ignore[no-untyped-def]
+def replace_nodes(module: cst.Module, targets: Mapping[K, V], replace: Callable[[K, V], cst.CSTNode]) -> cst.Module:
     """`replace(updated_node, target_value)` for every target node, in one pass over the tree."""
     return module.visit(_Rewriter(targets, replace))
 
@@ -89,10 +93,10 @@ def add_keyword(call: cst.Call, name: str, value: str) -> cst.Call:
     return call.with_changes(args=[*args, argument])
 
 
-def under_if(test: str, statements: Sequence[cst.BaseStatement], leading_lines: Sequence[cst.EmptyLine] | None = None) -> cst.If:
+def under_if(test: str, statements: Sequence[Statement], leading_lines: Sequence[cst.EmptyLine] | None = None) -> cst.If:
     """`if test:` around the statements; the comments above the first one go above the `if`."""
     first, *rest = statements
-    above = first.leading_lines if leading_lines is None else leading_lines  # type: ignore[attr-defined]
+    above = first.leading_lines if leading_lines is None else leading_lines
     body = [first.with_changes(leading_lines=()) if leading_lines is None else first, *rest]
     return cst.If(test=cst.parse_expression(test), body=cst.IndentedBlock(body=body), leading_lines=above)
 

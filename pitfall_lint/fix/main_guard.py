@@ -8,18 +8,18 @@ from collections.abc import Sequence
 import libcst as cst
 
 from pitfall_lint.diagnostic import Diagnostic
-from pitfall_lint.fix.base import Fixer, Located, under_if
+from pitfall_lint.fix.base import Fixer, Located, Statement, under_if
 
 _MAIN_TESTS = frozenset({'__name__=="__main__"', '"__main__"==__name__'})
 
 
-def _is_main_guard(module: cst.Module, statement: cst.BaseStatement) -> bool:
+def _is_main_guard(module: cst.Module, statement: Statement) -> bool:
     if not isinstance(statement, cst.If) or statement.orelse is not None:
         return False
     return module.code_for_node(statement.test).replace(" ", "").replace("'", '"') in _MAIN_TESTS
 
 
-def _indented(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+def _indented(statements: list[Statement]) -> list[Statement]:
     """Blank lines that separated a statement at module level do not belong at the top of a block."""
     if not statements:
         return statements
@@ -30,9 +30,9 @@ def _indented(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
     return [first.with_changes(leading_lines=lines), *rest]
 
 
-def _keep_spacing(body: list[cst.BaseStatement], moved: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+def _keep_spacing(body: list[Statement], moved: list[Statement]) -> list[Statement]:
     """The statements that stay; one that followed moved ones gets their blank lines if it had none."""
-    kept: list[cst.BaseStatement] = []
+    kept: list[Statement] = []
     blanks: list[cst.EmptyLine] = []
     for statement in body:
         if statement in moved:
@@ -66,7 +66,8 @@ class MainGuard(Fixer):
         before = _indented([s for s in moved if body.index(s) < position])
         after = _indented([s for s in moved if body.index(s) > position])
         at = staying.index(guard)
-        assert isinstance(kept[at], cst.If) and isinstance(kept[at].body, cst.IndentedBlock)
-        block = kept[at].body
-        kept[at] = kept[at].with_changes(body=block.with_changes(body=[*before, *block.body, *after]))
+        spaced_guard = kept[at]
+        assert isinstance(spaced_guard, cst.If) and isinstance(spaced_guard.body, cst.IndentedBlock)
+        block = spaced_guard.body
+        kept[at] = spaced_guard.with_changes(body=block.with_changes(body=[*before, *block.body, *after]))
         return module.with_changes(body=kept)

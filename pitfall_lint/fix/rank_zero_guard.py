@@ -13,7 +13,7 @@ from pitfall_lint.diagnostic import Diagnostic
 from pitfall_lint.fix.base import Fixer, Located, replace_nodes, under_if
 
 
-def _guarded_statement(located: Located, call: cst.Call) -> cst.BaseStatement | None:
+def _guarded_statement(located: Located, call: cst.Call) -> cst.SimpleStatementLine | cst.With | None:
     """The save's statement, or the `with` block it is alone in (`with open(path, "wb") as f:` truncates too)."""
     line = located.statement_of(call)
     if line is None or len(line.body) != 1:
@@ -54,7 +54,7 @@ class RankZeroGuard(Fixer):
     code = "PFL201"
 
     def rewrite(self, located: Located, diagnostics: Sequence[Diagnostic]) -> cst.Module:
-        statements: dict[cst.CSTNode, str] = {}
+        statements: dict[cst.SimpleStatementLine | cst.With, str] = {}
         imports: set[str] = set()
         for call, plan in located.at(cst.Call, diagnostics).items():
             statement = _guarded_statement(located, call)

@@ -22,7 +22,7 @@ class SetEpoch(Fixer):
     code = "PFL402"
 
     def rewrite(self, located: Located, diagnostics: Sequence[Diagnostic]) -> cst.Module:
-        loops: dict[cst.CSTNode, str] = {}
+        loops: dict[cst.For, str] = {}
         for diagnostic in diagnostics:
             assert diagnostic.fix is not None
             loop = located.starting_on(int(diagnostic.fix["loop"]), cst.For)

@@ -18,7 +18,7 @@ from pitfall_lint.analysis.samplers import (
     says_training,
     uses_loader_framework,
 )
-from pitfall_lint.analysis.scopes import FUNCTIONS, enclosing_function, local_value
+from pitfall_lint.analysis.scopes import FUNCTIONS, enclosing_function, local_value, preceded_by
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import Rule
@@ -202,14 +202,7 @@ class MissingDistributedSampler(Rule):
             for a in ancestors
         ):
             return True
-        chain = [*ancestors, call]
-        for parent, child in zip(chain, chain[1:]):
-            for field in ("body", "orelse", "finalbody"):
-                block = getattr(parent, field, None)
-                if isinstance(block, list) and child in block:
-                    if any(_exits_when_distributed(s) for s in block[: block.index(child)]):
-                        return True
-        return False
+        return preceded_by(call, ancestors, _exits_when_distributed)
 
 
 def _exits_when_distributed(statement: ast.stmt) -> bool:
