@@ -289,6 +289,19 @@ def test_pfl402_fixes_a_for_loop_only() -> None:
     assert fix(with_while) == with_while.encode()  # no epoch number to pass
 
 
+def test_pfl402_has_no_fix_when_the_loop_knows_the_loader_by_another_name() -> None:
+    source = (
+        "import torch.distributed as dist\nfrom torch.utils.data import DataLoader, DistributedSampler\n\n\n"
+        "def train_one_epoch(dl):\n    for batch in dl:\n        pass\n\n\n"
+        "def main(ds, epochs):\n    dist.init_process_group('gloo')\n    loader = DataLoader(ds, sampler=DistributedSampler(ds))\n"
+        "    for epoch in range(epochs):\n        train_one_epoch(loader)\n"
+    )
+    from marks import reported
+
+    assert reported(source) == {("PFL402", 12)}
+    assert fix(source) == source.encode()  # `dl` is the helper's name for it: `dl.sampler` would not exist in main
+
+
 def test_noqa_and_per_file_ignores_are_not_fixed(tmp_path: Path) -> None:
     bad = fixture("PFL301").read_text()
     (tmp_path / "silenced.py").write_text(bad.replace("# expect: PFL301", "# noqa: PFL301"))

@@ -340,7 +340,7 @@ def iteration_sites(ctx: FileContext, use: ast.expr) -> ast.AST | None:
     return None
 
 
-def enclosing_loops(ctx: FileContext, node: ast.AST, _depth: int = 0) -> list[ast.AST]:
+def enclosing_loops(ctx: FileContext, node: ast.AST, _depth: int = 0) -> list[ast.For | ast.AsyncFor | ast.While]:
     """The innermost loop around `node` in its function, or else around the calls of that function."""
     ancestors = ancestors_of(ctx, node)
     for ancestor in reversed(ancestors):
@@ -349,7 +349,7 @@ def enclosing_loops(ctx: FileContext, node: ast.AST, _depth: int = 0) -> list[as
         if isinstance(ancestor, FUNCTIONS):
             if _depth >= _MAX_DEPTH:
                 return []
-            loops: list[ast.AST] = []
+            loops: list[ast.For | ast.AsyncFor | ast.While] = []
             for site in call_sites(ctx, ancestor):
                 loops.extend(enclosing_loops(ctx, site, _depth + 1))
             return loops

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,8 +26,9 @@ class FixOutcome:
 
 
 def _diff(path: str, before: bytes, after: bytes) -> bytes:
+    old, new = (path, path) if os.path.isabs(path) else (f"a/{path}", f"b/{path}")  # git's prefixes for relative paths
     lines = difflib.diff_bytes(
-        difflib.unified_diff, before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{path}".encode(), f"b/{path}".encode()
+        difflib.unified_diff, before.splitlines(keepends=True), after.splitlines(keepends=True), old.encode(), new.encode()
     )
     return b"".join(line if line.endswith(b"\n") else line + b"\n" for line in lines)
 

@@ -25,7 +25,7 @@ from pitfall_lint.analysis.samplers import (
     target_refs,
     uses_loader_framework,
 )
-from pitfall_lint.analysis.scopes import FUNCTIONS, enclosing_function, local_value
+from pitfall_lint.analysis.scopes import FUNCTIONS, enclosing_function, local_value, names_bound_before
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import Rule
@@ -63,6 +63,9 @@ def _direct_holder(ctx: FileContext, sampler: ast.Call) -> Ref | None:
     return None
 
 
+Loop = ast.For | ast.AsyncFor | ast.While
+
+
 class MissingSetEpoch(Rule):
     info = RuleInfo(
         code="PFL402",
@@ -98,6 +101,8 @@ class MissingSetEpoch(Rule):
                 loop, use, is_loader = found
                 spelling = self._spelling(sampler, flow, loop, use, is_loader)
                 epoch = loop.target.id if isinstance(loop, ast.For) and isinstance(loop.target, ast.Name) else None
+                if not self._reachable_from(loop, spelling):
+                    epoch = None  # the loop is in a caller that knows the loader by another name: no fix
                 self.report(
                     sampler,
                     f"`DistributedSampler` shuffles, but the loop at line {loop.lineno} iterates `{ast.unparse(use)}` "
@@ -106,6 +111,11 @@ class MissingSetEpoch(Rule):
                     # Only a `for` loop names its epoch; `for _ in ...` still counts them.
                     fix={"loop": str(loop.lineno), "statement": f"{spelling}.set_epoch({epoch})"} if epoch else None,
                 )
+
+    def _reachable_from(self, loop: Loop, spelling: str) -> bool:
+        """Whether the spelling's first name is bound where the loop runs (`self`, a parameter, an assignment)."""
+        function = enclosing_function(ancestors_of(self.ctx, loop))
+        return spelling.partition(".")[0] in names_bound_before(function, self.ctx.tree, loop.lineno)
 
     def _for_evaluation(self, sampler: ast.Call) -> bool:
         """Evaluation data (`val_sampler = ...`, `DistributedSampler(test_set)`): its order does not matter."""
@@ -125,10 +135,10 @@ class MissingSetEpoch(Rule):
         function = enclosing_function(ancestors_of(self.ctx, use))
         return function is not None and function.name.startswith("__") and function.name.endswith("__")
 
-    def _epoch_loop_without_set_epoch(self, sampler: ast.Call, flow: Flow) -> tuple[ast.AST, ast.expr, bool] | None:
+    def _epoch_loop_without_set_epoch(self, sampler: ast.Call, flow: Flow) -> tuple[Loop, ast.expr, bool] | None:
         """The first loop that iterates this sampler (or its loader) with no set_epoch, the use, and whether a loader."""
         seed = call_argument(sampler, "seed", SAMPLER_POSITIONS["seed"])
-        uses = [(loader, True) for loader in flow.loaders]  # `for batch in DataLoader(...)`
+        uses: list[tuple[ast.expr, bool]] = [(loader, True) for loader in flow.loaders]  # `for batch in DataLoader(...)`
         uses += [(use, True) for ref in flow.loader_refs for use in ref.uses(self.ctx)]
         uses += [(use, False) for ref in flow.sampler_refs for use in ref.uses(self.ctx)]
         for use, is_loader in uses:
@@ -142,7 +152,7 @@ class MissingSetEpoch(Rule):
                     return loop, use, is_loader
         return None
 
-    def _spelling(self, sampler: ast.Call, flow: Flow, loop: ast.AST, use: ast.expr, is_loader: bool) -> str:
+    def _spelling(self, sampler: ast.Call, flow: Flow, loop: Loop, use: ast.expr, is_loader: bool) -> str:
         """How the loop can reach the sampler: the name it was assigned to, else through the loader."""
         holder = _direct_holder(self.ctx, sampler)
         if holder is not None and (holder.attribute or holder.scope is _scope_of(self.ctx, loop)):
