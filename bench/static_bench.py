@@ -1,6 +1,6 @@
 """pitfall-lint's static check against its peers on real corpora, run side by side as whole processes.
 
-    python bench/static_bench.py [--runs 5] [--torchfix-runs 1] [--no-torchfix] CORPUS_DIR...
+    python bench/static_bench.py [--runs 5] [--torchfix-runs 1 (0: skip TorchFix)] CORPUS_DIR...
 
 For each corpus, every round runs, one after the other: pitfall-lint cold (--no-cache), pitfall-lint
 warm (its cache filled, nothing changed), pitfall-lint on one file (the pre-commit case), `ruff check
