@@ -422,3 +422,15 @@ def test_plain_check_does_not_import_libcst(tmp_path: Path) -> None:
     )
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env={**os.environ})
     assert completed.stdout == "False\n", completed.stderr
+
+
+def test_notebooks_are_reported_but_not_fixed(tmp_path: Path) -> None:
+    from test_notebooks import notebook
+
+    cell = fixture("PFL402").read_text().split('if __name__ == "__main__":')[0]
+    data = notebook("# setup", cell)
+    (tmp_path / "train.ipynb").write_bytes(data)
+    result = run("check", "--no-cache", "--fix", "--format", "json", "train.ipynb", cwd=tmp_path)
+    assert result.returncode == 1
+    assert '"code": "PFL402"' in result.stdout and '"cell": 2' in result.stdout
+    assert (tmp_path / "train.ipynb").read_bytes() == data
