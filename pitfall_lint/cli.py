@@ -142,16 +142,17 @@ def check(
     diagnostics: list[Diagnostic] = []
     internal_errors = 0
     root = config.root.resolve()
-    shown = [display_path(f) for f in files]
+    results = _check_with_cache([display_path(f) for f in files], rules, config.root, not no_cache)
     if fix or diff:
         from pitfall_lint.fix.session import fix_files  # libcst is loaded only when fixing
 
-        outcome = fix_files(_check_with_cache(shown, rules, config.root, not no_cache), rules, unsafe_fixes, diff,
-                            lambda path: _per_file_ignores(config, root, path))
+        outcome = fix_files(results, rules, unsafe_fixes, diff, lambda path: _per_file_ignores(config, root, path))
         internal_errors += outcome.errors
         if diff:
-            sys.exit(EXIT_ERROR if outcome.errors else EXIT_FINDINGS if outcome.changed_files else EXIT_CLEAN)
-    for result in _check_with_cache(shown, rules, config.root, not no_cache):
+            sys.exit(EXIT_ERROR if outcome.errors else EXIT_FINDINGS if outcome.changed_paths else EXIT_CLEAN)
+        rechecked = {r.path: r for r in _check_with_cache(outcome.changed_paths, rules, config.root, not no_cache)}
+        results = [rechecked.get(r.path, r) for r in results]  # only the files that were rewritten changed
+    for result in results:
         if result.internal_error:
             internal_errors += 1
             click.echo(f"error: {result.path}: {result.internal_error}", err=True)

@@ -10,6 +10,9 @@ from pitfall_lint.context import FileContext
 # resolution. Only calls count: a test that mocks or isinstance-checks DDP sets nothing up.
 _SETUP_CALLS = frozenset({"init_process_group", "DistributedDataParallel", "FullyShardedDataParallel"})
 _LAUNCHER_VARIABLES = frozenset({"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"})
+# The trigger words of a rule that needs a distributed file: one of them is in every file that
+# sets_up_distributed() recognises ("RANK" and "WORLD_SIZE" also match their LOCAL_ forms).
+DISTRIBUTED_TRIGGERS: tuple[str, ...] = (*sorted(_SETUP_CALLS), "RANK", "WORLD_SIZE")
 _ENVIRONMENT_READERS = ("environ.get", "getenv", "environ.setdefault")
 
 

@@ -32,14 +32,14 @@ def all_fixers() -> dict[str, Fixer]:
 
 @dataclass(frozen=True)
 class FixedSource:
-    original: bytes
     fixed: bytes
     applied: Counter[str]  # findings removed, per code
 
 
-def allowed(rules: Iterable[type[Rule]], unsafe: bool) -> dict[str, Applicability]:
-    """The rules whose fixes may be applied: the safe ones, and with `unsafe` the others too."""
-    return {r.info.code: r.info.fix for r in rules if r.info.fix == "safe" or (unsafe and r.info.fix == "unsafe")}
+def allowed(rules: Iterable[type[Rule]], unsafe: bool) -> frozenset[str]:
+    """The codes whose fixes may be applied: the safe ones, and with `unsafe` the others too."""
+    kinds: set[Applicability] = {"safe", "unsafe"} if unsafe else {"safe"}
+    return frozenset(r.info.code for r in rules if r.info.fix in kinds)
 
 
 def _parses(data: bytes, path: str) -> bool:
@@ -63,8 +63,8 @@ def _fixable(diagnostics: Sequence[Diagnostic], codes: set[str]) -> dict[str, li
 def fix_source(path: str, data: bytes, rules: Sequence[type[Rule]], unsafe: bool) -> FixedSource:
     """The source with every applicable fix made; each pass must parse and must remove the findings it fixed."""
     engine = Engine(rules)
-    codes = set(allowed(rules, unsafe)) & set(all_fixers())
-    original, applied = data, Counter[str]()
+    codes = set(allowed(rules, unsafe) & all_fixers().keys())
+    applied = Counter[str]()
     diagnostics = engine.check_source(path, data).diagnostics
     for _ in range(_MAX_PASSES):
         fixable = _fixable(diagnostics, codes)
@@ -82,4 +82,4 @@ def fix_source(path: str, data: bytes, rules: Sequence[type[Rule]], unsafe: bool
             continue
         data, diagnostics = rewritten, after
         applied[code] += removed
-    return FixedSource(original, data, applied)
+    return FixedSource(data, applied)

@@ -6,7 +6,7 @@ import difflib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import click
 
@@ -20,7 +20,7 @@ from pitfall_lint.rules.base import Rule
 
 @dataclass
 class FixOutcome:
-    changed_files: int = 0
+    changed_paths: list[str] = field(default_factory=list)
     fixed: int = 0
     errors: int = 0
 
@@ -63,10 +63,11 @@ def fix_files(
             click.echo(f"error: {result.path}: cannot fix: {error.strerror or error}", err=True)
             outcome.errors += 1
             continue
-        outcome.changed_files += 1
+        outcome.changed_paths.append(result.path)
         outcome.fixed += sum(fixed.applied.values())
-    files = "file" if outcome.changed_files == 1 else "files"
+    changed = len(outcome.changed_paths)
+    files = "file" if changed == 1 else "files"
     verb = "Would fix" if diff else "Fixed"
     more = f" ({held_back} more with --unsafe-fixes)" if held_back else ""
-    click.echo(f"{verb} {outcome.fixed} finding{'' if outcome.fixed == 1 else 's'} in {outcome.changed_files} {files}{more}.", err=True)
+    click.echo(f"{verb} {outcome.fixed} finding{'' if outcome.fixed == 1 else 's'} in {changed} {files}{more}.", err=True)
     return outcome

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from pitfall_lint.analysis.distributed import sets_up_distributed
+from pitfall_lint.analysis.distributed import DISTRIBUTED_TRIGGERS, sets_up_distributed
 from pitfall_lint.analysis.buffers import is_in_memory_buffer
 from pitfall_lint.analysis.ranks import is_restricted_to_one_rank, mentions_rank
 from pitfall_lint.analysis.scopes import enclosing_function
@@ -25,7 +25,7 @@ class LoadWithoutBarrier(Rule):
         hint="call `dist.barrier()` between rank 0's save and the other ranks' load",
         verifiable=True,
     )
-    triggers = (("save",), ("load",), ("init_process_group", "DistributedDataParallel", "FullyShardedDataParallel", "RANK", "WORLD_SIZE"))
+    triggers = (("save",), ("load",), DISTRIBUTED_TRIGGERS)
     subscriptions = (ast.Call,)
 
     def __init__(self, ctx: FileContext) -> None:

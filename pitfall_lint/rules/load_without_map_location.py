@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from pitfall_lint.analysis.buffers import is_in_memory_buffer
-from pitfall_lint.analysis.distributed import sets_up_distributed
+from pitfall_lint.analysis.distributed import DISTRIBUTED_TRIGGERS, sets_up_distributed
 from pitfall_lint.analysis.ranks import is_restricted_to_one_rank
 from pitfall_lint.analysis.scopes import enclosing_function, names_bound_before
 from pitfall_lint.context import FileContext
@@ -26,7 +26,7 @@ class LoadWithoutMapLocation(Rule):
         hint='pass `map_location=f"cuda:{local_rank}"` (or `"cpu"`) so each rank loads onto its own device',
         verifiable=True,
     )
-    triggers = (("load",), ("init_process_group", "DistributedDataParallel", "FullyShardedDataParallel", "RANK", "WORLD_SIZE"))
+    triggers = (("load",), DISTRIBUTED_TRIGGERS)
     subscriptions = (ast.Call,)
 
     def __init__(self, ctx: FileContext) -> None:

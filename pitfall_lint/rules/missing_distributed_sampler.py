@@ -6,7 +6,7 @@ import ast
 import re
 from collections.abc import Sequence
 
-from pitfall_lint.analysis.distributed import sets_up_distributed
+from pitfall_lint.analysis.distributed import DISTRIBUTED_TRIGGERS, sets_up_distributed
 from pitfall_lint.analysis.ranks import is_restricted_to_one_rank, mentions_rank
 from pitfall_lint.analysis.samplers import (
     DATA_LOADERS,
@@ -46,7 +46,7 @@ class MissingDistributedSampler(Rule):
         verifiable=True,
     )
     # DataLoader, in a file that sets_up_distributed() could recognise.
-    triggers = (("DataLoader",), ("init_process_group", "DistributedDataParallel", "FullyShardedDataParallel", "RANK", "WORLD_SIZE"))
+    triggers = (("DataLoader",), DISTRIBUTED_TRIGGERS)
     subscriptions = (ast.Call,)
 
     def __init__(self, ctx: FileContext) -> None:

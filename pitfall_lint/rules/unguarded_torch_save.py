@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from pitfall_lint.analysis.distributed import sets_up_distributed
+from pitfall_lint.analysis.distributed import DISTRIBUTED_TRIGGERS, sets_up_distributed
 from pitfall_lint.analysis.ranks import is_restricted_to_one_rank, path_mentions_rank
 from pitfall_lint.analysis.buffers import is_in_memory_buffer
 from pitfall_lint.analysis.scopes import enclosing_function, names_bound_before
@@ -31,7 +31,7 @@ class UnguardedTorchSave(Rule):
         fix="unsafe",
     )
     # torch.save, in a file that sets_up_distributed() could recognise.
-    triggers = (("save",), ("init_process_group", "DistributedDataParallel", "FullyShardedDataParallel", "RANK", "WORLD_SIZE"))
+    triggers = (("save",), DISTRIBUTED_TRIGGERS)
     subscriptions = (ast.Call,)
 
     def __init__(self, ctx: FileContext) -> None:
