@@ -17,9 +17,8 @@ from pitfall_lint import __version__
 from pitfall_lint.config import Config, ConfigError, check_codes, find_pyproject, load_config, matches
 from pitfall_lint.diagnostic import PARSE_ERROR, Diagnostic, RuleInfo
 from pitfall_lint.docs import rule_document
-from pitfall_lint import baseline, pool
-from pitfall_lint.cache import ResultCache, content_key
-from pitfall_lint.engine import FileResult
+from pitfall_lint import baseline
+from pitfall_lint.checking import ProjectSettings, check_paths
 from pitfall_lint.files import Excluder, MissingPathError, discover, display_path
 from pitfall_lint.report import Report, writers
 from pitfall_lint.rules import all_rules
@@ -109,6 +108,7 @@ def _load_selection(
 @click.option("--diff", is_flag=True, help="Print the fixes as a unified diff instead of writing them (exit 1 if there is one).")
 @click.option("--baseline", "baseline_path", type=click.Path(dir_okay=False), help="Report only findings not recorded in this baseline file.")
 @click.option("--write-baseline", "write_baseline_path", type=click.Path(dir_okay=False), help="Record today's findings in this file and exit 0.")
+@click.option("--project-root", type=click.Path(file_okay=False), help="The folder whose files make up the project (default: the nearest folder with pyproject.toml, setup.py, setup.cfg or .git).")
 def check(
     paths: tuple[str, ...],
     output_format: str,
@@ -129,29 +129,35 @@ def check(
     diff: bool,
     baseline_path: str | None,
     write_baseline_path: str | None,
+    project_root: str | None,
 ) -> None:
     """Check PATHS (files or folders; the current folder by default)."""
     try:
         config, rules, ignored = _load_selection(config_path, select, extend_select, ignore)
         patterns = [*(_split(exclude) or config.exclude), *config.extend_exclude, *_split(extend_exclude)]
-        files = discover(paths or ["."], Excluder(patterns, config.root), force_exclude)
+        excluder = Excluder(patterns, config.root)
+        files = discover(paths or ["."], excluder, force_exclude)
     except (ConfigError, MissingPathError) as error:
         _fail(str(error))
+    if project_root is not None and not os.path.isdir(project_root):
+        _fail(f"{project_root}: --project-root is not a folder")
+    settings = ProjectSettings(excluder, config.data_parallel, Path(project_root) if project_root else None)  # type: ignore[arg-type]
     if not files:
         click.echo("warning: no Python files found under the given paths", err=True)
     diagnostics: list[Diagnostic] = []
     internal_errors = 0
     root = config.root.resolve()
-    results = _check_with_cache([display_path(f) for f in files], rules, config.root, not no_cache)
+    run = check_paths([display_path(f) for f in files], rules, settings, config.root, not no_cache)
+    results = run.results
     if fix or diff:
         from pitfall_lint.fix.session import fix_files  # libcst is loaded only when fixing
 
-        outcome = fix_files(results, rules, unsafe_fixes, diff, lambda path: _per_file_ignores(config, root, path))
+        outcome = fix_files(run, rules, unsafe_fixes, diff, lambda path: _per_file_ignores(config, root, path))
         internal_errors += outcome.errors
         if diff:
             sys.exit(EXIT_ERROR if outcome.errors else EXIT_FINDINGS if outcome.changed_paths else EXIT_CLEAN)
-        rechecked = {r.path: r for r in _check_with_cache(outcome.changed_paths, rules, config.root, not no_cache)}
-        results = [rechecked.get(r.path, r) for r in results]  # only the files that were rewritten changed
+        # Every file is checked again: a rewrite in one file can change what the project tells another.
+        results = check_paths([r.path for r in results], rules, settings, config.root, not no_cache).results
     for result in results:
         if result.internal_error:
             internal_errors += 1
@@ -187,31 +193,6 @@ def check(
     if internal_errors:
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_FINDINGS if diagnostics and not exit_zero else EXIT_CLEAN)
-
-
-def _check_with_cache(paths: list[str], rules: list[type[Rule]], root: Path, use_cache: bool) -> list[FileResult]:
-    """Unchanged files from the cache, the others over the cores; results in the order of `paths`."""
-    if not use_cache:
-        return list(pool.check_files(paths, rules, pool.available_cores()))
-    cache = ResultCache(root, [rule.info.code for rule in rules])
-    results: dict[str, FileResult] = {}
-    keys: dict[str, str] = {}
-    for path in paths:
-        try:
-            with open(path, "rb") as handle:
-                keys[path] = content_key(handle.read())
-        except OSError:
-            continue  # the engine reports why it cannot be read
-        cached = cache.get(path, keys[path])
-        if cached is not None:
-            results[path] = cached
-    missing = [p for p in paths if p not in results]
-    for result in pool.check_files(missing, rules, pool.available_cores()):
-        results[result.path] = result
-        if result.path in keys:
-            cache.put(result.path, keys[result.path], result)
-    cache.save()
-    return [results[p] for p in paths]
 
 
 def _per_file_ignores(config: Config, root: Path, path: str) -> tuple[str, ...]:

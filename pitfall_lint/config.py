@@ -15,7 +15,11 @@ else:  # pragma: no cover
 
 SECTION = "tool.pitfall-lint"
 _LIST_KEYS = ("select", "extend-select", "ignore", "exclude", "extend-exclude")
-_KNOWN_KEYS = (*_LIST_KEYS, "per-file-ignores")
+_DATA_PARALLEL_KEY = "data-parallel"
+# Which modules the DataParallel-only rules (PFL101-PFL106) look at: those nn.DataParallel can reach in the
+# project ("auto"), every module ("always", for a library whose users wrap), or none ("never").
+DATA_PARALLEL_MODES = ("auto", "always", "never")
+_KNOWN_KEYS = (*_LIST_KEYS, "per-file-ignores", _DATA_PARALLEL_KEY)
 
 
 class ConfigError(Exception):
@@ -32,6 +36,7 @@ class Config:
     exclude: tuple[str, ...] = ()
     extend_exclude: tuple[str, ...] = ()
     per_file_ignores: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    data_parallel: str = "auto"
 
     def ignored_for(self, relative_path: str) -> tuple[str, ...]:
         name = relative_path.rpartition("/")[2]
@@ -87,8 +92,14 @@ def load_config(path: Path | None, known_codes: Sequence[str]) -> Config:
     for pattern, codes in per_file.items():
         where = f"{path}: [{SECTION}] per-file-ignores.{pattern}"
         per_file_ignores[pattern] = check_codes(where, _strings(where, codes), known_codes)
+    data_parallel = table.get(_DATA_PARALLEL_KEY, "auto")
+    if data_parallel not in DATA_PARALLEL_MODES:
+        raise ConfigError(
+            f"{path}: [{SECTION}] {_DATA_PARALLEL_KEY}: expected one of {', '.join(map(repr, DATA_PARALLEL_MODES))}, got {data_parallel!r}"
+        )
     return Config(
         root=path.parent,
+        data_parallel=data_parallel,
         source=path,
         select=values.get("select"),
         extend_select=values.get("extend-select", ()),

@@ -3,20 +3,27 @@
 from __future__ import annotations
 
 import ast
+import copy
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from pitfall_lint.diagnostic import Diagnostic, FixPlan, RuleInfo
+from pitfall_lint.diagnostic import Diagnostic, FixPlan, Related, RuleInfo
 from pitfall_lint.names import NameResolver
 from pitfall_lint.source import SourceText
+
+if TYPE_CHECKING:
+    from pitfall_lint.project.model import ProjectView
 
 
 class FileContext:
     """Shared by every rule during the single traversal of one file."""
 
-    def __init__(self, path: str, tree: ast.Module, text: SourceText) -> None:
+    def __init__(self, path: str, tree: ast.Module, text: SourceText, project: ProjectView) -> None:
         self.path = path
         self.tree = tree
         self.text = text
+        # The rest of the project, for the facts one file cannot tell (where a class is wrapped, who calls a function).
+        self.project = project
         self.resolver = NameResolver(tree)
         # The nodes enclosing the node being visited, outermost first; kept by the engine.
         self.ancestors: list[ast.AST] = []
@@ -24,6 +31,14 @@ class FileContext:
         # Per-file memo for the analysis helpers, so each fact is computed once for all rules.
         self.memo: dict[object, object] = {}
         self._names: dict[int, str | None] = {}
+
+    def for_another_walk(self) -> FileContext:
+        """The same file for a walk made while the engine's is under way (a summary asked for by a rule):
+        its own ancestors and diagnostics; the tree, the names and the memo shared."""
+        other = copy.copy(self)
+        other.ancestors = []
+        other.diagnostics = []
+        return other
 
     @property
     def is_notebook(self) -> bool:
@@ -39,7 +54,9 @@ class FileContext:
             self._names[key] = self.resolver.qualified_name(expr, self.ancestors)
         return self._names[key]
 
-    def report(self, info: RuleInfo, node: ast.AST, message: str, fix: FixPlan | None = None) -> None:
+    def report(
+        self, info: RuleInfo, node: ast.AST, message: str, fix: FixPlan | None = None, related: tuple[Related, ...] = ()
+    ) -> None:
         line = getattr(node, "lineno", 1)
         end_line = getattr(node, "end_lineno", None) or line
         column = self.text.column(line, getattr(node, "col_offset", 0))
@@ -57,5 +74,6 @@ class FileContext:
                 severity=info.severity,
                 message=message,
                 fix=fix,
+                related=related,
             )
         )

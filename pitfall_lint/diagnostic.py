@@ -34,6 +34,15 @@ class FixPlan:
         return dict(self.facts)[key]
 
 
+@dataclass(frozen=True, slots=True)
+class Related:
+    """A place in another file (or elsewhere in this one) that the finding rests on."""
+
+    path: str
+    line: int
+    message: str  # "wrapped by nn.DataParallel", "called on every rank"
+
+
 @dataclass(frozen=True, slots=True, order=True)
 class Diagnostic:
     """One finding. Lines and columns are 1-based; columns count characters, as editors do."""
@@ -50,6 +59,7 @@ class Diagnostic:
     cell: int | None = None  # in a notebook: the 1-based cell, and `line` counts within it
     # Set when the rule could work out a rewrite; not part of the finding's identity.
     fix: FixPlan | None = field(default=None, compare=False)
+    related: tuple[Related, ...] = field(default=(), compare=False)
 
 
 PARSE_ERROR = RuleInfo(

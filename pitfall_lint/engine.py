@@ -5,15 +5,17 @@ from __future__ import annotations
 import ast
 import traceback
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import PARSE_ERROR, Diagnostic
 from pitfall_lint.notebook import NOTEBOOK_SUFFIX, NotebookError, NotebookSource, read_notebook
+from pitfall_lint.project.model import ProjectModel, Question
 from pitfall_lint.rules.base import Rule
 from pitfall_lint.source import SourceText, decoding_error
 from pitfall_lint.suppress import is_suppressed
+from pitfall_lint.traversal import Handler, traverse
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +24,10 @@ class FileResult:
     diagnostics: tuple[Diagnostic, ...] = ()
     # A bug of ours met while checking this file; the other files are still checked.
     internal_error: str | None = None
+    # What the rules asked the project model, with its answers: the result holds while they do.
+    questions: tuple[Question, ...] = ()
+    # Summaries of project files computed on the way, by content key, for the cache.
+    summaries: dict[str, list] = field(default_factory=dict, compare=False)
 
 
 def _parse_error(path: str, message: str, line: int = 1, column: int = 1) -> FileResult:
@@ -42,49 +48,45 @@ def _describe_internal_error(error: Exception) -> str:
     return f"internal error{where}: {type(error).__name__}: {error}"
 
 
-# Fields that never hold a node a rule could want: expression contexts and operators.
-_SKIPPED_FIELDS = frozenset({"ctx", "op", "ops"})
-_CHILD_FIELDS: dict[type[ast.AST], tuple[str, ...]] = {}
-_LEAF_TYPES = frozenset({ast.Name, ast.Constant})
-
-
-def _child_fields(node_type: type[ast.AST]) -> tuple[str, ...]:
-    return tuple(reversed([f for f in node_type._fields if f not in _SKIPPED_FIELDS]))
-
-
 class Engine:
     def __init__(self, rules: Sequence[type[Rule]]) -> None:
         self._rules = tuple(rule for rule in rules if not rule.runtime_only)
         self._trigger_bytes = [tuple(tuple(t.encode() for t in group) for group in rule.triggers) for rule in self._rules]
 
-    def check_file(self, path: str) -> FileResult:
+    def _applicable(self, path: str, data: bytes) -> list[type[Rule]]:
+        """The rules for this kind of file whose trigger words it holds: the others cannot report anything."""
+        return [
+            rule
+            for rule, groups in zip(self._rules, self._trigger_bytes)
+            if path.endswith(rule.suffixes) and all(any(word in data for word in group) for group in groups)
+        ]
+
+    def check_file(self, path: str, project: ProjectModel | None = None) -> FileResult:
         try:
             with open(path, "rb") as handle:
                 data = handle.read()
         except OSError as error:
             return _parse_error(path, f"cannot read file: {error.strerror or error}")
-        return self.check_source(path, data)
+        return self.check_source(path, data, project)
 
-    def check_files(self, paths: Iterable[str]) -> Iterator[FileResult]:
+    def check_files(self, paths: Iterable[str], project: ProjectModel | None = None) -> Iterator[FileResult]:
         for path in paths:
-            yield self.check_file(path)
+            yield self.check_file(path, project)
 
-    def check_source(self, path: str, data: bytes) -> FileResult:
+    def check_source(self, path: str, data: bytes, project: ProjectModel | None = None) -> FileResult:
+        """Without a project, the file is a project of its own."""
+        project = project or ProjectModel.single_file(path, data)
         if not path.endswith(NOTEBOOK_SUFFIX):
-            return self._check_python(path, data)
+            return self._check_python(path, data, data, project)
         try:
             notebook = read_notebook(data)
         except NotebookError as error:
             return _parse_error(path, str(error))
-        result = self._check_python(path, notebook.text.encode("utf-8"))
+        result = self._check_python(path, notebook.text.encode("utf-8"), data, project)
         return replace(result, diagnostics=tuple(sorted(_in_cells(d, notebook) for d in result.diagnostics)))
 
-    def _check_python(self, path: str, data: bytes) -> FileResult:
-        applicable = [
-            rule
-            for rule, groups in zip(self._rules, self._trigger_bytes)
-            if all(any(word in data for word in group) for group in groups)
-        ]
+    def _check_python(self, path: str, data: bytes, content: bytes, project: ProjectModel) -> FileResult:
+        applicable = self._applicable(path, data)
         if not applicable:
             # Not parsed, which is what keeps the linter fast; undecodable bytes are still worth a word.
             reason = decoding_error(data)
@@ -99,7 +101,9 @@ class Engine:
         except (ValueError, MemoryError, RecursionError) as error:
             return _parse_error(path, f"cannot parse: {error}")
         text = SourceText(data)
-        ctx = FileContext(path, tree, text)
+        view = project.view(path)
+        ctx = FileContext(path, tree, text, view)
+        project.offer(path, ctx, content)
         try:
             rules = [rule(ctx) for rule in applicable]
             self._traverse(ctx, rules)
@@ -107,43 +111,15 @@ class Engine:
                 rule.finish()
         except Exception as error:  # one bad file must never stop the others
             return FileResult(path, internal_error=_describe_internal_error(error))
+        finally:
+            project.withdraw(path)
         kept = (d for d in ctx.diagnostics if not is_suppressed(d.code, text.line(d.line)))
-        return FileResult(path, tuple(sorted(set(kept))))
+        return FileResult(path, tuple(sorted(set(kept))), questions=view.questions(), summaries=project.take_fresh_summaries())
 
     @staticmethod
     def _traverse(ctx: FileContext, rules: Sequence[Rule]) -> None:
-        dispatch: dict[type[ast.AST], list[Callable[[ast.AST], None]]] = {}
+        dispatch: dict[type[ast.AST], list[Handler]] = {}
         for rule in rules:
             for node_type in rule.subscriptions:
                 dispatch.setdefault(node_type, []).append(rule.visit)
-        for node_type in (ast.Import, ast.ImportFrom):
-            dispatch.setdefault(node_type, []).insert(
-                0, lambda node: ctx.resolver.note_local_import(node, ctx.ancestors)  # type: ignore[arg-type]
-            )
-        ancestors = ctx.ancestors
-        stack: list[tuple[ast.AST, int]] = [(ctx.tree, 0)]
-        fields_of = _CHILD_FIELDS
-        # Names and constants are half of all nodes and have no children: skip them unless subscribed.
-        leaves = _LEAF_TYPES.difference(dispatch)
-        while stack:
-            node, depth = stack.pop()
-            del ancestors[depth:]
-            node_type = type(node)
-            handlers = dispatch.get(node_type)
-            if handlers:
-                for handler in handlers:
-                    handler(node)
-            ancestors.append(node)
-            fields = fields_of.get(node_type)
-            if fields is None:
-                fields = fields_of[node_type] = _child_fields(node_type)
-            depth += 1
-            # Children are pushed last-first so that they pop in source order.
-            for name in fields:
-                value = getattr(node, name, None)
-                if type(value) is list:
-                    for item in reversed(value):
-                        if isinstance(item, ast.AST) and type(item) not in leaves:
-                            stack.append((item, depth))
-                elif isinstance(value, ast.AST) and type(value) not in leaves:
-                    stack.append((value, depth))
+        traverse(ctx, dispatch)

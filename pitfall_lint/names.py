@@ -47,7 +47,9 @@ def _import_bindings(node: ast.Import | ast.ImportFrom) -> Iterable[tuple[str, s
     module = "." * node.level + (node.module or "")
     for alias in node.names:
         if alias.name != "*":
-            yield alias.asname or alias.name, f"{module}.{alias.name}" if module else alias.name
+            # `from . import x` is `.x`, `from .pkg import x` is `.pkg.x`
+            joined = f"{module}{alias.name}" if module.endswith(".") else f"{module}.{alias.name}"
+            yield alias.asname or alias.name, joined if module else alias.name
 
 
 def _assigned_names(target: ast.expr) -> Iterable[str]:
@@ -79,6 +81,7 @@ class NameResolver:
 
     def __init__(self, tree: ast.Module) -> None:
         self._module: dict[str, str] = {}
+        self._imported: set[str] = set()  # module-level names that an import binds
         self._local_imports: dict[int, dict[str, str]] = {}
         self._parameters: dict[int, frozenset[str]] = {}
         for statement in _module_level_statements(tree.body):
@@ -86,7 +89,9 @@ class NameResolver:
 
     def _bind_module_statement(self, statement: ast.stmt) -> None:
         if isinstance(statement, (ast.Import, ast.ImportFrom)):
-            self._module.update(_import_bindings(statement))
+            bindings = dict(_import_bindings(statement))
+            self._module.update(bindings)
+            self._imported.update(bindings)
         elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             self._module[statement.name] = statement.name
         elif isinstance(statement, (ast.Assign, ast.AnnAssign)):
@@ -103,6 +108,16 @@ class NameResolver:
         scope = next((a for a in reversed(ancestors) if isinstance(a, _FUNCTION_NODES)), None)
         if scope is not None:
             self._local_imports.setdefault(id(scope), {}).update(_import_bindings(node))
+
+    def is_imported(self, name: str, ancestors: Sequence[ast.AST]) -> bool:
+        """Whether `name`, read where `ancestors` lead, is bound by an import (of the module or of a function)."""
+        for scope in reversed(ancestors):
+            if isinstance(scope, _FUNCTION_NODES):
+                if name in self._local_imports.get(id(scope), ()):
+                    return True
+                if name in self._parameter_names(scope):
+                    return False
+        return name in self._imported
 
     def _parameter_names(self, scope: _Scope) -> frozenset[str]:
         cached = self._parameters.get(id(scope))

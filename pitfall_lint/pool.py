@@ -7,21 +7,23 @@ import os
 from collections.abc import Iterator, Sequence
 
 from pitfall_lint.engine import Engine, FileResult
+from pitfall_lint.project.model import ProjectModel
 from pitfall_lint.rules.base import Rule
 
 # Below this many files, starting workers costs more than it saves.
 _MIN_FILES_PER_WORKER = 24
-_worker_engine: Engine | None = None
+_worker: tuple[Engine, ProjectModel | None] | None = None
 
 
-def _start_worker(rules: Sequence[type[Rule]]) -> None:
-    global _worker_engine
-    _worker_engine = Engine(rules)
+def _start_worker(rules: Sequence[type[Rule]], project: ProjectModel | None) -> None:
+    global _worker
+    _worker = (Engine(rules), project)
 
 
 def _check_in_worker(path: str) -> FileResult:
-    assert _worker_engine is not None
-    return _worker_engine.check_file(path)
+    assert _worker is not None
+    engine, project = _worker
+    return engine.check_file(path, project)
 
 
 def available_cores() -> int:
@@ -31,14 +33,16 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def check_files(paths: Sequence[str], rules: Sequence[type[Rule]], jobs: int) -> Iterator[FileResult]:
-    """Results in the order of `paths`."""
+def check_files(
+    paths: Sequence[str], rules: Sequence[type[Rule]], jobs: int, project: ProjectModel | None = None
+) -> Iterator[FileResult]:
+    """Results in the order of `paths`. Without a project, each file is a project of its own."""
     workers = min(jobs, len(paths) // _MIN_FILES_PER_WORKER)
     if workers < 2:
-        yield from Engine(rules).check_files(paths)
+        yield from Engine(rules).check_files(paths, project)
         return
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-    with context.Pool(workers, initializer=_start_worker, initargs=(tuple(rules),)) as workers_pool:
+    with context.Pool(workers, initializer=_start_worker, initargs=(tuple(rules), project)) as workers_pool:
         # Small chunks keep every worker busy to the end, whatever the sizes of the files.
         yield from workers_pool.imap(_check_in_worker, paths, chunksize=8)

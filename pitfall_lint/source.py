@@ -24,12 +24,12 @@ class SourceText:
     """Decoded lines of a file, made only when a diagnostic needs them."""
 
     def __init__(self, data: bytes) -> None:
-        self._data = data
+        self.data = data
 
     @cached_property
     def lines(self) -> list[str]:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(self._data).readline)
-        return _NEWLINE.split(self._data.decode(encoding, errors="replace"))
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(self.data).readline)
+        return _NEWLINE.split(self.data.decode(encoding, errors="replace"))
 
     def line(self, number: int) -> str:
         """The text of a 1-based line, '' past the end."""

@@ -85,7 +85,7 @@ def test_rows_of_another_format_are_checked_afresh(project: Path) -> None:
     check()
     (cache_file,) = (project / FOLDER).glob("results-*.json")
     stored = json.loads(cache_file.read_text())
-    assert stored["save.py"][1][0][-1] == [["guard", "dist.get_rank() == 0"], ["import", ""]]  # the fix plan survives
-    stored["save.py"][1][0] = stored["save.py"][1][0][:-2]  # a malformed row: two fields short
+    assert stored["save.py"][1][0][-2] == [["guard", "dist.get_rank() == 0"], ["import", ""]]  # the fix plan survives
+    stored["save.py"][1][0] = stored["save.py"][1][0][:-3]  # a malformed row: three fields short
     cache_file.write_text(json.dumps(stored))
     assert check() == [("save.py", "PFL201", 4)]

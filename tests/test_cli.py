@@ -61,6 +61,7 @@ def test_json_document(project: Path) -> None:
             "end_column": 23,
             "severity": "error",
             "message": document["diagnostics"][0]["message"],
+            "related": [],
         }
     ]
 

@@ -401,8 +401,8 @@ def test_a_file_changed_since_it_was_checked_is_not_overwritten(tmp_path: Path, 
     target.write_bytes(fixture("PFL301").read_bytes())
     original_fix_source = session.fix_source
 
-    def someone_else_writes(path: str, data: bytes, rules, unsafe: bool):  # type: ignore[no-untyped-def]
-        result = original_fix_source(path, data, rules, unsafe)
+    def someone_else_writes(path: str, data: bytes, *options):  # type: ignore[no-untyped-def]
+        result = original_fix_source(path, data, *options)
         Path(path).write_text("# edited meanwhile\n")
         return result
 

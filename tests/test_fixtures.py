@@ -43,7 +43,8 @@ def test_cli_on_fixture_folder_reports_exactly_the_marks() -> None:
     )
     assert result.returncode == 1, result.stderr
     found = {(d["path"], d["code"], d["cell"], d["line"]) for d in json.loads(result.stdout)["diagnostics"]}
-    marked = {(str(f.relative_to(REPO)), code, None, line) for f in FIXTURES for code, line in expected(f.read_text())}
+    every_file = sorted((REPO / "fixtures").rglob("*.py"))  # the multi-file projects too
+    marked = {(str(f.relative_to(REPO)), code, None, line) for f in every_file for code, line in expected(f.read_text())}
     for notebook in (REPO / "fixtures").glob("PFL*/*.ipynb"):
         marked |= {(str(notebook.relative_to(REPO)), code, cell, line) for code, cell, line in cell_marks(notebook)}
     assert found == marked

@@ -102,6 +102,6 @@ def test_malformed_notebook_is_pfl000(data: bytes, reason: str) -> None:
 
 
 def test_notebook_with_a_syntax_error_names_the_cell() -> None:
-    data = notebook("import torch.nn as nn\nclass M(nn.Module):\n    pass\n", "x = (\n")
+    data = notebook("import torch\ntorch.save({}, 'x.pt')\n", "x = (\n")
     (diagnostic,) = Engine(all_rules()).check_source("nb.ipynb", data).diagnostics
     assert (diagnostic.code, diagnostic.cell) == ("PFL000", 2)

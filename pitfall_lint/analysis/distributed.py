@@ -14,6 +14,7 @@ _LAUNCHER_VARIABLES = frozenset({"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORL
 # sets_up_distributed() recognises ("RANK" and "WORLD_SIZE" also match their LOCAL_ forms).
 DISTRIBUTED_TRIGGERS: tuple[str, ...] = (*sorted(_SETUP_CALLS), "RANK", "WORLD_SIZE")
 _ENVIRONMENT_READERS = ("environ.get", "getenv", "environ.setdefault")
+_LAUNCHER_ENVIRONMENT = "torchrun's environment"
 
 
 def _last_name(node: ast.AST) -> str:
@@ -30,23 +31,47 @@ def _is_launcher_variable(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and node.value in _LAUNCHER_VARIABLES
 
 
-def _is_setup_node(ctx: FileContext, node: ast.AST) -> bool:
+def setup_kind(ctx: FileContext, node: ast.AST) -> str | None:
+    """What about `node` sets up distributed training, None when nothing does."""
     if isinstance(node, ast.Call):
         # The spelling (`DistributedDataParallel(...)`) or a module-level alias (`DDP(...)`).
-        qualified = ctx.qualified_name(node.func, []) or ""
-        if _last_name(node.func) in _SETUP_CALLS or qualified.rpartition(".")[2] in _SETUP_CALLS:
-            return True
+        qualified = (ctx.qualified_name(node.func, []) or "").rpartition(".")[2]
+        for name in (_last_name(node.func), qualified):
+            if name in _SETUP_CALLS:
+                return name
         # os.environ.get("LOCAL_RANK"), os.getenv("RANK")
-        return _dotted(node.func).endswith(_ENVIRONMENT_READERS) and bool(node.args) and _is_launcher_variable(node.args[0])
+        reads = _dotted(node.func).endswith(_ENVIRONMENT_READERS) and bool(node.args) and _is_launcher_variable(node.args[0])
+        return _LAUNCHER_ENVIRONMENT if reads else None
     if isinstance(node, ast.Subscript):  # os.environ["LOCAL_RANK"]
-        return _dotted(node.value).endswith("environ") and _is_launcher_variable(node.slice)
+        return _LAUNCHER_ENVIRONMENT if _dotted(node.value).endswith("environ") and _is_launcher_variable(node.slice) else None
     if isinstance(node, ast.Compare):  # "LOCAL_RANK" in os.environ
-        return _is_launcher_variable(node.left) and any(_dotted(c).endswith("environ") for c in node.comparators)
-    return False
+        reads = _is_launcher_variable(node.left) and any(_dotted(c).endswith("environ") for c in node.comparators)
+        return _LAUNCHER_ENVIRONMENT if reads else None
+    return None
+
+
+# The node types setup_kind() recognises.
+SETUP_NODES: tuple[type[ast.AST], ...] = (ast.Call, ast.Subscript, ast.Compare)
+
+
+def distributed_setups(ctx: FileContext) -> list[tuple[str, int]]:
+    """(what, line) for every place that sets up distributed training, in source order."""
+    key = ("distributed-setups",)
+    if key not in ctx.memo:
+        from pitfall_lint.traversal import traverse
+
+        found: list[tuple[str, int]] = []
+        walk = ctx.for_another_walk()
+
+        def note(node: ast.AST) -> None:
+            kind = setup_kind(walk, node)
+            if kind is not None:
+                found.append((kind, getattr(node, "lineno", 1)))
+
+        traverse(walk, {node_type: [note] for node_type in SETUP_NODES})
+        ctx.memo[key] = found
+    return ctx.memo[key]  # type: ignore[return-value]
 
 
 def sets_up_distributed(ctx: FileContext) -> bool:
-    key = ("sets-up-distributed",)
-    if key not in ctx.memo:
-        ctx.memo[key] = any(_is_setup_node(ctx, node) for node in ast.walk(ctx.tree))
-    return ctx.memo[key]  # type: ignore[return-value]
+    return bool(distributed_setups(ctx))

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import ast
-from typing import Literal
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
 
+from pitfall_lint.analysis.evidence import cite
 from pitfall_lint.analysis.scopes import FUNCTIONS, decorator_names
 from pitfall_lint.context import FileContext
+from pitfall_lint.diagnostic import Related
+
+if TYPE_CHECKING:
+    from pitfall_lint.project.model import Evidence
 
 MethodKind = Literal["method", "static", "class", "property"]
 
@@ -39,8 +45,26 @@ def _same_file_bases(ctx: FileContext, cls: ast.ClassDef) -> list[ast.ClassDef]:
     return [classes[b.id] for b in cls.bases if isinstance(b, ast.Name) and b.id in classes and classes[b.id] is not cls]
 
 
-def is_module_class(ctx: FileContext, cls: ast.ClassDef, _seen: frozenset[int] = frozenset()) -> bool:
-    """True when the class derives from a torch Module, directly or through classes of this file."""
+def _imported_bases(ctx: FileContext, cls: ast.ClassDef) -> bool:
+    """Whether a base comes from an import (not torch's, not this file's): only the project can tell what it is."""
+    local = _module_classes(ctx)
+    for base in cls.bases:
+        name = ctx.qualified_name(base, [])
+        if name is None or is_torch_module_name(name) or (isinstance(base, ast.Name) and base.id in local):
+            continue
+        root = base
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if isinstance(root, ast.Name) and ctx.resolver.is_imported(root.id, []):
+            return True
+    return False
+
+
+def is_module_class(
+    ctx: FileContext, cls: ast.ClassDef, ancestors: Sequence[ast.AST] = (), _seen: frozenset[int] = frozenset()
+) -> bool:
+    """True when the class derives from a torch Module, directly, through classes of this file or through
+    classes of the project (`ancestors`: the class's own, or those of a node inside it)."""
     key = ("is-module", id(cls))
     if key not in ctx.memo:
         seen = _seen | {id(cls)}
@@ -48,12 +72,29 @@ def is_module_class(ctx: FileContext, cls: ast.ClassDef, _seen: frozenset[int] =
             is_torch_module_name(name)
             for name in (ctx.qualified_name(base, []) for base in cls.bases)
             if name is not None
-        ) or any(is_module_class(ctx, base, seen) for base in _same_file_bases(ctx, cls) if id(base) not in seen)
+        ) or any(is_module_class(ctx, base, (), seen) for base in _same_file_bases(ctx, cls) if id(base) not in seen)
+        if not result and _imported_bases(ctx, cls):
+            result = ctx.project.is_module_class(cls, ancestors)
         ctx.memo[key] = result
     return ctx.memo[key]  # type: ignore[return-value]
 
 
-def _kind(function: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodKind:
+def data_parallel_reach(ctx: FileContext, cls: ast.ClassDef, ancestors: Sequence[ast.AST]) -> Evidence | None:
+    """Where nn.DataParallel wraps the module (or a module holding it), [] when nothing in the project says but
+    it may be wrapped (a model library, or `data-parallel = "always"`); None when DataParallel cannot reach it."""
+    return ctx.project.data_parallel_reach(cls, ancestors)
+
+
+_WRAPPER_NAMES = {"DataParallel": "nn.DataParallel"}
+
+
+def wrapped_at(ctx: FileContext, evidence: Evidence | None) -> tuple[str, tuple[Related, ...]]:
+    """` (wrapped by nn.DataParallel at train.py:42)` when the wrap is in another file, and the wrap site."""
+    what = f"wrapped by {_WRAPPER_NAMES.get(evidence[2], evidence[2])}" if evidence else ""
+    return cite(ctx, evidence, what)
+
+
+def method_kind(function: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodKind:
     decorators = decorator_names(function)
     if "staticmethod" in decorators:
         return "static"
@@ -64,8 +105,17 @@ def _kind(function: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodKind:
     return "method"
 
 
+def inherited_methods(ctx: FileContext, cls: ast.ClassDef, ancestors: Sequence[ast.AST]) -> dict[str, MethodKind]:
+    """class_methods() with those of its bases in other files of the project too."""
+    methods: dict[str, MethodKind] = {}
+    if _imported_bases(ctx, cls):
+        methods.update(ctx.project.class_methods(cls, ancestors))  # type: ignore[arg-type]
+    methods.update(class_methods(ctx, cls))
+    return methods
+
+
 def class_methods(ctx: FileContext, cls: ast.ClassDef, _seen: frozenset[int] = frozenset()) -> dict[str, MethodKind]:
-    """Methods by name, the class's own overriding those of its same-file bases."""
+    """Methods by name, the class's own overriding those of its bases in this file."""
     key = ("methods", id(cls))
     if key not in ctx.memo:
         seen = _seen | {id(cls)}
@@ -73,6 +123,6 @@ def class_methods(ctx: FileContext, cls: ast.ClassDef, _seen: frozenset[int] = f
         for base in reversed(_same_file_bases(ctx, cls)):
             if id(base) not in seen:
                 methods.update(class_methods(ctx, base, seen))
-        methods.update({node.name: _kind(node) for node in cls.body if isinstance(node, FUNCTIONS)})
+        methods.update({node.name: method_kind(node) for node in cls.body if isinstance(node, FUNCTIONS)})
         ctx.memo[key] = methods
     return ctx.memo[key]  # type: ignore[return-value]

@@ -6,7 +6,7 @@ import ast
 import re
 from collections.abc import Sequence
 
-from pitfall_lint.analysis.scopes import FUNCTIONS, decorator_names, local_value, preceded_by
+from pitfall_lint.analysis.scopes import FUNCTIONS, decorator_names, enclosing_function, local_value, preceded_by
 from pitfall_lint.context import FileContext
 
 # Identifiers that name a rank or a "this is the main process" predicate, in the spellings that
@@ -17,7 +17,6 @@ _RANK_WORD = re.compile(
     re.IGNORECASE,
 )
 _TERMINATORS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
-_MAX_HELPER_DEPTH = 3
 _MAX_VARIABLE_DEPTH = 3
 
 
@@ -49,18 +48,22 @@ def ancestors_of(ctx: FileContext, node: ast.AST) -> list[ast.AST]:
     return chain
 
 
-def _exits_early_on_rank(statement: ast.stmt) -> bool:
+def _exits_early_on_rank(ctx: FileContext, statement: ast.stmt) -> bool:
     """`if rank != 0: return` and its relatives."""
     return (
         isinstance(statement, ast.If)
-        and mentions_rank(statement.test)
         and bool(statement.body)
         and isinstance(statement.body[-1], _TERMINATORS)
+        and _tests_rank(ctx, statement.test)
     )
 
 
-def _preceded_by_rank_exit(node: ast.AST, ancestors: Sequence[ast.AST]) -> bool:
-    return preceded_by(node, ancestors, _exits_early_on_rank)
+def _rank_decorated(ctx: FileContext, function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """`@rank_zero_only` and its relatives."""
+    key = ("rank-decorated", id(function))
+    if key not in ctx.memo:
+        ctx.memo[key] = any(_RANK_WORD.search(d) for d in decorator_names(function))
+    return ctx.memo[key]  # type: ignore[return-value]
 
 
 def path_mentions_rank(path: ast.AST, ancestors: Sequence[ast.AST], _depth: int = 0) -> bool:
@@ -77,34 +80,28 @@ def path_mentions_rank(path: ast.AST, ancestors: Sequence[ast.AST], _depth: int 
     return False
 
 
-def _call_sites(ctx: FileContext, name: str) -> list[ast.Call]:
-    return [
-        node
-        for node in ast.walk(ctx.tree)
-        if isinstance(node, ast.Call)
-        and (
-            (isinstance(node.func, ast.Name) and node.func.id == name)
-            or (isinstance(node.func, ast.Attribute) and node.func.attr == name)
-        )
-    ]
-
-
-def is_restricted_to_one_rank(
-    ctx: FileContext, node: ast.AST, ancestors: Sequence[ast.AST], _depth: int = 0
-) -> bool:
-    """Whether something stops every rank but one (or one per file) from reaching `node`."""
+def is_locally_restricted(ctx: FileContext, node: ast.AST, ancestors: Sequence[ast.AST]) -> bool:
+    """Whether a rank guard, a rank-only decorator or an early rank exit in the node's own code restricts it."""
     for ancestor in ancestors:
-        if isinstance(ancestor, (ast.If, ast.IfExp, ast.While)) and mentions_rank(ancestor.test):
+        if isinstance(ancestor, (ast.If, ast.IfExp, ast.While)) and _tests_rank(ctx, ancestor.test):
             return True
-        if isinstance(ancestor, FUNCTIONS) and any(_RANK_WORD.search(d) for d in decorator_names(ancestor)):
+        if isinstance(ancestor, FUNCTIONS) and _rank_decorated(ctx, ancestor):
             return True
-    if _preceded_by_rank_exit(node, ancestors):
+    return preceded_by(ctx, node, ancestors, _exits_early_on_rank)
+
+
+def _tests_rank(ctx: FileContext, test: ast.expr) -> bool:
+    """mentions_rank, once per test however many statements the guard encloses."""
+    key = ("tests-rank", id(test))
+    if key not in ctx.memo:
+        ctx.memo[key] = mentions_rank(test)
+    return ctx.memo[key]  # type: ignore[return-value]
+
+
+def is_restricted_to_one_rank(ctx: FileContext, node: ast.AST, ancestors: Sequence[ast.AST]) -> bool:
+    """Whether something stops every rank but one (or one per file) from reaching `node`: a guard around it,
+    or, for code in a function, a guard around every call of that function anywhere in the project."""
+    if is_locally_restricted(ctx, node, ancestors):
         return True
-    function = next((a for a in reversed(ancestors) if isinstance(a, FUNCTIONS)), None)
-    if function is None or _depth >= _MAX_HELPER_DEPTH:
-        return False
-    # A helper whose every caller in this file is restricted is restricted too.
-    sites = _call_sites(ctx, function.name)
-    return bool(sites) and all(
-        is_restricted_to_one_rank(ctx, site, ancestors_of(ctx, site), _depth + 1) for site in sites
-    )
+    function = enclosing_function(ancestors)
+    return function is not None and ctx.project.callers_restricted(function, ancestors) is not None

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pitfall_lint.context import FileContext
 
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 Function = ast.FunctionDef | ast.AsyncFunctionDef
@@ -33,6 +37,22 @@ def enclosing_class(ancestors: Sequence[ast.AST]) -> ast.ClassDef | None:
 
 def enclosing_function(ancestors: Sequence[ast.AST]) -> Function | None:
     return next((a for a in reversed(ancestors) if isinstance(a, FUNCTIONS)), None)
+
+
+def scope_path(ancestors: Sequence[ast.AST], node: Function | ast.ClassDef | None = None) -> str:
+    """`Trainer.save` for a method: the names of the enclosing classes and functions, then the node's own.
+
+    It names a definition across files in the project model, so it must not depend on anything but the nesting."""
+    names = [a.name for a in ancestors if isinstance(a, (ast.ClassDef, *FUNCTIONS))]
+    if node is not None:
+        names.append(node.name)
+    return ".".join(names)
+
+
+def definition_name(node: Function | ast.ClassDef, ancestors: Sequence[ast.AST]) -> str:
+    """The scope path of a definition, given its own ancestors or those of a node inside it."""
+    chain = list(ancestors)
+    return scope_path(chain[: chain.index(node)] if node in chain else chain, node)
 
 
 def self_name(method: Function) -> str | None:
@@ -134,13 +154,24 @@ def is_main_guard(test: ast.expr, equal: bool = True) -> bool:
     )
 
 
-def preceded_by(node: ast.AST, ancestors: Sequence[ast.AST], predicate: Callable[[ast.stmt], bool]) -> bool:
-    """Whether a statement before `node`, in one of the blocks that enclose it, satisfies the predicate."""
+def preceded_by(
+    ctx: FileContext, node: ast.AST, ancestors: Sequence[ast.AST], predicate: Callable[[FileContext, ast.stmt], bool]
+) -> bool:
+    """Whether a statement before `node`, in one of the blocks that enclose it, satisfies the predicate.
+
+    Each block is read once per predicate (where its first match stands, and each statement's place), so that
+    asking for every statement of a long block stays linear."""
     chain = [*ancestors, node]
     for parent, child in zip(chain, chain[1:]):
         for field in ("body", "orelse", "finalbody"):
             block = getattr(parent, field, None)
-            if isinstance(block, list) and child in block:
-                if any(predicate(statement) for statement in block[: block.index(child)]):
+            if type(block) is list and block:
+                key = ("preceded-by", predicate, id(block))
+                if key not in ctx.memo:
+                    first = next((i for i, statement in enumerate(block) if predicate(ctx, statement)), len(block))
+                    ctx.memo[key] = (first, {id(statement): i for i, statement in enumerate(block)})
+                first, places = ctx.memo[key]  # type: ignore[misc]
+                place = places.get(id(child))
+                if place is not None and first < place:
                     return True
     return False

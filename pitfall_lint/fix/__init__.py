@@ -17,6 +17,7 @@ import libcst as cst
 
 from pitfall_lint.diagnostic import Applicability, Diagnostic
 from pitfall_lint.engine import Engine
+from pitfall_lint.project.model import ProjectModel
 from pitfall_lint.fix.base import Fixer, Located
 from pitfall_lint.plugins import subclasses_in
 from pitfall_lint.rules.base import Rule
@@ -60,12 +61,15 @@ def _fixable(diagnostics: Sequence[Diagnostic], codes: set[str]) -> dict[str, li
     return found
 
 
-def fix_source(path: str, data: bytes, rules: Sequence[type[Rule]], unsafe: bool) -> FixedSource:
-    """The source with every applicable fix made; each pass must parse and must remove the findings it fixed."""
+def fix_source(
+    path: str, data: bytes, rules: Sequence[type[Rule]], unsafe: bool, project: ProjectModel | None = None
+) -> FixedSource:
+    """The source with every applicable fix made; each pass must parse and must remove the findings it fixed.
+    Each pass is checked against the file's project (none: the file alone), as the check that found them was."""
     engine = Engine(rules)
     codes = set(allowed(rules, unsafe) & all_fixers().keys())
     applied = Counter[str]()
-    diagnostics = engine.check_source(path, data).diagnostics
+    diagnostics = engine.check_source(path, data, project).diagnostics
     for _ in range(_MAX_PASSES):
         fixable = _fixable(diagnostics, codes)
         if not fixable:
@@ -75,7 +79,7 @@ def fix_source(path: str, data: bytes, rules: Sequence[type[Rule]], unsafe: bool
             rewritten = all_fixers()[code].rewrite(Located(cst.parse_module(data)), fixable[code]).bytes
         except cst.ParserSyntaxError:
             break  # Python's parser took it, libcst's did not (a newer syntax): leave the file alone
-        after = engine.check_source(path, rewritten).diagnostics if _parses(rewritten, path) else diagnostics
+        after = engine.check_source(path, rewritten, project).diagnostics if _parses(rewritten, path) else diagnostics
         removed = sum(d.code == code for d in diagnostics) - sum(d.code == code for d in after)
         if removed <= 0:
             codes.discard(code)  # the rewrite did not help: keep the file as it was and try the other rules

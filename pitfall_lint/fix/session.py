@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import click
 
 from pitfall_lint.config import matches
-from pitfall_lint.engine import FileResult
+from pitfall_lint.checking import CheckRun
 from pitfall_lint.fix import allowed, fix_source
 from pitfall_lint.fix.write import ChangedOnDisk, replace_if_unchanged
 from pitfall_lint.notebook import NOTEBOOK_SUFFIX
@@ -34,12 +34,12 @@ def _diff(path: str, before: bytes, after: bytes) -> bytes:
 
 
 def fix_files(
-    results: Sequence[FileResult], rules: Sequence[type[Rule]], unsafe: bool, diff: bool, ignored_for: Callable[[str], tuple[str, ...]]
+    run: CheckRun, rules: Sequence[type[Rule]], unsafe: bool, diff: bool, ignored_for: Callable[[str], tuple[str, ...]]
 ) -> FixOutcome:
     codes = allowed(rules, unsafe)
     unsafe_codes = {r.info.code for r in rules if r.info.fix == "unsafe"}
     outcome, held_back = FixOutcome(), 0
-    for result in results:
+    for result in run.results:
         skipped = ignored_for(result.path)
         candidates = [d for d in result.diagnostics if d.fix is not None and not matches(d.code, skipped)]
         held_back += sum(d.code in unsafe_codes and d.code not in codes for d in candidates)
@@ -48,7 +48,8 @@ def fix_files(
         try:
             with open(result.path, "rb") as handle:
                 data = handle.read()
-            fixed = fix_source(result.path, data, [r for r in rules if not matches(r.info.code, skipped)], unsafe)
+            rules_here = [r for r in rules if not matches(r.info.code, skipped)]
+            fixed = fix_source(result.path, data, rules_here, unsafe, run.projects.get(result.path))
             if not fixed.applied:
                 continue
             if diff:

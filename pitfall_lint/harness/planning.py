@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pitfall_lint.analysis.distributed import sets_up_distributed
 from pitfall_lint.analysis.scopes import is_main_guard
 from pitfall_lint.context import FileContext
+from pitfall_lint.project.model import ProjectModel
 from pitfall_lint.source import SourceText
 
 DEFAULT_EXAMPLE = "pitfall_lint_example"
@@ -41,7 +42,7 @@ def _launches_itself(ctx: FileContext) -> bool:
 
 
 def plan_run(path: str, data: bytes, tree: ast.Module, example: str | None) -> Plan:
-    ctx = FileContext(path, tree, SourceText(data))
+    ctx = FileContext(path, tree, SourceText(data), ProjectModel.single_file(path, data).view(path))
     functions = {s.name for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
     if example is not None:
         if example not in functions:

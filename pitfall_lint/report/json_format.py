@@ -13,6 +13,8 @@ _FIELDS = ("code", "name", "path", "cell", "line", "column", "end_line", "end_co
 
 
 def write(report: Report, out: TextIO) -> None:
-    diagnostics = [{key: asdict(d)[key] for key in _FIELDS} for d in report.diagnostics]
+    diagnostics = [
+        {**{key: getattr(d, key) for key in _FIELDS}, "related": [asdict(r) for r in d.related]} for d in report.diagnostics
+    ]
     json.dump({"version": __version__, "diagnostics": diagnostics}, out, indent=2)
     out.write("\n")

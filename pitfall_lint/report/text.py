@@ -34,6 +34,8 @@ def _source(d: Diagnostic, hint: str, color: bool) -> list[str]:
         carets = "^" * max(1, end - start)
         label = f" {d.code}" if number == last else ""
         shown.append(f"{' ' * width} {bar} {' ' * start}{_style(carets + label, color, fg='red', bold=True)}")
+    for related in d.related:  # a second pointer: the place in the project the finding rests on
+        shown.append(f"{' ' * width} {_style('=', color, fg='blue', bold=True)} {_style('note:', color, bold=True)} {related.message} at {related.path}:{related.line}")
     if hint:
         shown.append(f"{' ' * width} {_style('=', color, fg='blue', bold=True)} {_style('help:', color, bold=True)} {hint}")
     return [*shown, ""]

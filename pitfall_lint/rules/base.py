@@ -6,7 +6,7 @@ import ast
 from typing import ClassVar
 
 from pitfall_lint.context import FileContext
-from pitfall_lint.diagnostic import FixPlan, RuleInfo
+from pitfall_lint.diagnostic import FixPlan, Related, RuleInfo
 
 
 class Rule:
@@ -16,6 +16,8 @@ class Rule:
     # Source substrings that must appear for the rule to apply: every group must have one of its
     # words in the file. A file that no enabled rule could apply to is not parsed at all.
     triggers: ClassVar[tuple[tuple[str, ...], ...]]
+    # The kinds of file the pitfall exists in: a notebook-only rule never costs a .py file its parse.
+    suffixes: ClassVar[tuple[str, ...]] = (".py", ".ipynb")
     # Node types passed to `visit`, in source order, during the engine's one traversal.
     subscriptions: ClassVar[tuple[type[ast.AST], ...]] = ()
     # A pitfall that only `verify` can see (no static check): the engine never runs it.
@@ -30,6 +32,9 @@ class Rule:
     def finish(self) -> None:
         """Called once after the traversal, for rules that decide with the whole file in view."""
 
-    def report(self, node: ast.AST, message: str, fix: dict[str, str] | None = None) -> None:
-        """`fix`: the facts the rule's rewrite in pitfall_lint/fix/ needs, when it could work them out."""
-        self.ctx.report(self.info, node, message, FixPlan(tuple(fix.items())) if fix else None)
+    def report(
+        self, node: ast.AST, message: str, fix: dict[str, str] | None = None, related: tuple[Related, ...] = ()
+    ) -> None:
+        """`fix`: the facts the rule's rewrite in pitfall_lint/fix/ needs, when it could work them out.
+        `related`: the places in the project the finding rests on (a wrap site, a caller)."""
+        self.ctx.report(self.info, node, message, FixPlan(tuple(fix.items())) if fix else None, related)

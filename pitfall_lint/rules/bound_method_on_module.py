@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import ast
 
-from pitfall_lint.analysis.modules import MethodKind, class_methods, is_module_class
+from pitfall_lint.analysis.modules import (
+    MethodKind,
+    class_methods,
+    data_parallel_reach,
+    inherited_methods,
+    is_module_class,
+    wrapped_at,
+)
 from pitfall_lint.analysis.scopes import enclosing_method, is_name, mentions_name, self_name
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import Rule
@@ -27,7 +34,12 @@ class BoundMethodOnModule(Rule):
         hint="define a method that dispatches (`def forward(self, x): return self.other(x)`), or store the method's name and `getattr(self, name)` at call time",
         verifiable=True,
     )
-    triggers = (("class",), ("Module", "nn.", "torch.nn"))
+    # A class that stores on an instance something bound to it (`= self.x`, `[self.a, ...]`, `{"a": self.a}`,
+    # partial, lambda, MethodType, setattr); no Module word: its Module base may be in another file.
+    triggers = (
+        ("class",),
+        ("= self.", "=self.", "setattr(", "lambda", "partial(", "MethodType(", "[self.", "{self.", ": self."),
+    )
     subscriptions = (ast.Assign, ast.AnnAssign, ast.Call)
 
     def visit(self, node: ast.AST) -> None:
@@ -40,17 +52,29 @@ class BoundMethodOnModule(Rule):
         instance = self_name(method)
         if instance is None:
             return
-        stored = self._stored_values(node, instance)
-        if not stored or not is_module_class(self.ctx, cls):
-            return
-        for attribute, value in stored:
+        ancestors = self.ctx.ancestors
+        for attribute, value in self._stored_values(node, instance):
+            # The file's own knowledge first; the project only for a name its bases may define elsewhere.
             culprit = self._bound_callable(value, instance, class_methods(self.ctx, cls))
-            if culprit is not None:
-                self.report(
-                    node,
-                    f"`{instance}.{attribute}` holds {culprit}, bound to the original module: nn.DataParallel "
-                    f"replicas would run it on the original's parameters; {_suggested_change(instance, attribute, value)}",
-                )
+            if (
+                culprit is None
+                and isinstance(value, ast.Attribute)
+                and is_name(value.value, instance)
+                and value.attr not in class_methods(self.ctx, cls)
+            ):
+                culprit = self._bound_callable(value, instance, inherited_methods(self.ctx, cls, ancestors))
+            if culprit is None or not is_module_class(self.ctx, cls, ancestors):
+                continue
+            reach = data_parallel_reach(self.ctx, cls, ancestors)
+            if reach is None:
+                return  # nothing in the project can run this module under nn.DataParallel
+            where, related = wrapped_at(self.ctx, reach)
+            self.report(
+                node,
+                f"`{instance}.{attribute}` holds {culprit}, bound to the original module: nn.DataParallel "
+                f"replicas{where} would run it on the original's parameters; {_suggested_change(instance, attribute, value)}",
+                related=related,
+            )
 
     def _stored_values(self, node: ast.AST, instance: str) -> list[tuple[str, ast.expr]]:
         """(attribute, value) pairs that `node` stores on the instance."""

@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pitfall_lint.analysis.modules import is_module_class
+from pitfall_lint.analysis.modules import data_parallel_reach, is_module_class, wrapped_at
 from pitfall_lint.analysis.ranks import ancestors_of
 from pitfall_lint.analysis.scopes import (
     FUNCTIONS,
@@ -17,7 +17,7 @@ from pitfall_lint.analysis.scopes import (
     self_name,
 )
 from pitfall_lint.context import FileContext
-from pitfall_lint.diagnostic import RuleInfo
+from pitfall_lint.diagnostic import Related, RuleInfo
 from pitfall_lint.rules.base import Rule
 
 _DATA_PARALLEL = "torch.nn.DataParallel"
@@ -137,8 +137,8 @@ class DpScatterDimMismatch(Rule):
         hint='feed batch-first tensors (DataParallel scatters dim 0) and pass lengths as a tensor of the batch, not a list',
         verifiable=True,
     )
-    # The wrap (`DataParallel`, `data_parallel`) and the packing call must both be in the file.
-    triggers = (("DataParallel", "data_parallel"), ("pack_padded_sequence",))
+    # The packing call; the wrap (`DataParallel`, `data_parallel`) may be in this file or elsewhere in the project.
+    triggers = (("pack_padded_sequence",),)
     subscriptions = (ast.Call,)
 
     def __init__(self, ctx: FileContext) -> None:
@@ -159,17 +159,31 @@ class DpScatterDimMismatch(Rule):
     # -- the whole file: which classes run under DataParallel
 
     def finish(self) -> None:
-        if not self._wrap_calls:
+        if not self._wrap_calls and not self._packs:
             return
         self._classes = {
             s.name: s for s in self.ctx.tree.body if isinstance(s, ast.ClassDef) and is_module_class(self.ctx, s)
         }
         wraps = [self._wrap(call, ancestors, name) for call, ancestors, name in self._wrap_calls]
+        wrapped_here = set()
         for wrap in wraps:
             if wrap.cls is not None and wrap.splits_dim_zero:
-                self._check_time_major_packs(wrap)
+                wrapped_here.add(wrap.cls.name)
+                self._check_time_major_packs(wrap.cls, f" (line {wrap.call.lineno})", ())
+        self._check_classes_wrapped_elsewhere(wrapped_here)
         for wrap in wraps:
             self._check_list_arguments(wrap)
+
+    def _check_classes_wrapped_elsewhere(self, wrapped_here: set[str]) -> None:
+        """Modules of this file that another file of the project wraps, splitting inputs along dim 0."""
+        packing = {cls.name for _, ancestors in self._packs if (cls := _enclosing_class(ancestors)) is not None}
+        for name in sorted(packing & self._classes.keys() - wrapped_here):
+            cls = self._classes[name]
+            evidence = data_parallel_reach(self.ctx, cls, [])
+            if evidence and evidence[3]:  # a real wrap site, with dim 0
+                where, related = wrapped_at(self.ctx, evidence)
+                if where:
+                    self._check_time_major_packs(cls, where, related)
 
     def _wrap(self, call: ast.Call, ancestors: tuple[ast.AST, ...], name: str) -> _Wrap:
         module = _argument(call, 0, "module")
@@ -307,9 +321,8 @@ class DpScatterDimMismatch(Rule):
 
     # -- (a) time-major packing in a class that runs under DataParallel with dim=0
 
-    def _check_time_major_packs(self, wrap: _Wrap) -> None:
-        assert wrap.cls is not None
-        replicated = self._run_in_replicas(wrap.cls)
+    def _check_time_major_packs(self, wrapped: ast.ClassDef, where: str, related: tuple[Related, ...]) -> None:
+        replicated = self._run_in_replicas(wrapped)
         for call, ancestors in self._packs:
             method = next((a for a in ancestors if isinstance(a, FUNCTIONS)), None)
             cls = _enclosing_class(ancestors)
@@ -326,8 +339,9 @@ class DpScatterDimMismatch(Rule):
             self._report(
                 call,
                 f"`pack_padded_sequence` reads time-major input (`batch_first=False`) in `{cls.name}`, which runs under "
-                f"nn.DataParallel{via} (line {wrap.call.lineno}): DataParallel splits inputs along dim 0, here time, "
+                f"nn.DataParallel{via}{where}: DataParallel splits inputs along dim 0, here time, "
                 "so the lengths no longer match the batch; feed batch-first input with `batch_first=True`",
+                related,
             )
 
     def _may_be_transposed(
@@ -498,7 +512,7 @@ class DpScatterDimMismatch(Rule):
             sites.append((node, site_ancestors, list(node.args)))
         return sites
 
-    def _report(self, node: ast.AST, message: str) -> None:
+    def _report(self, node: ast.AST, message: str, related: tuple[Related, ...] = ()) -> None:
         if id(node) not in self._reported:
             self._reported.add(id(node))
-            self.report(node, message)
+            self.report(node, message, related=related)

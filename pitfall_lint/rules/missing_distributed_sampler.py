@@ -194,18 +194,17 @@ class MissingDistributedSampler(Rule):
                 return True
         return False
 
-    @staticmethod
-    def _single_process_branch(call: ast.Call, ancestors: Sequence[ast.AST]) -> bool:
+    def _single_process_branch(self, call: ast.Call, ancestors: Sequence[ast.AST]) -> bool:
         """`if args.distributed: ... else: DataLoader(..., shuffle=True)`, or after `if distributed: return ...`."""
         if any(
             isinstance(a, (ast.If, ast.IfExp, ast.While)) and _DISTRIBUTED_TEST.search(ast.unparse(a.test))
             for a in ancestors
         ):
             return True
-        return preceded_by(call, ancestors, _exits_when_distributed)
+        return preceded_by(self.ctx, call, ancestors, _exits_when_distributed)
 
 
-def _exits_when_distributed(statement: ast.stmt) -> bool:
+def _exits_when_distributed(ctx: FileContext, statement: ast.stmt) -> bool:
     return (
         isinstance(statement, ast.If)
         and bool(_DISTRIBUTED_TEST.search(ast.unparse(statement.test)))

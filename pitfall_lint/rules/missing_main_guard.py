@@ -48,6 +48,7 @@ class MissingMainGuard(Rule):
         fix="safe",
     )
     triggers = (("multiprocessing",),)
+    suffixes = (".py",)  # a notebook has no main guard to add: PFL308 covers what fails there
     subscriptions = (ast.Call,)
 
     def __init__(self, ctx: FileContext) -> None:
@@ -57,8 +58,6 @@ class MissingMainGuard(Rule):
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)
-        if self.ctx.is_notebook:
-            return  # a notebook has no main guard to add: PFL308 covers what fails there
         ancestors = self.ctx.ancestors
         function = next((a for a in ancestors if isinstance(a, (*FUNCTIONS, ast.Lambda))), None)
         if isinstance(function, ast.Lambda):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from pitfall_lint.analysis.modules import is_module_class
+from pitfall_lint.analysis.modules import data_parallel_reach, is_module_class, wrapped_at
 from pitfall_lint.analysis.scopes import enclosing_class, enclosing_function, is_rebound_between, local_value
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import Rule
@@ -38,15 +38,21 @@ class PadPackedWithoutTotalLength(Rule):
             return
         if len(node.args) > _TOTAL_LENGTH_POSITION or any(isinstance(a, ast.Starred) for a in node.args):
             return
-        cls = enclosing_class(self.ctx.ancestors)
-        if cls is None or not is_module_class(self.ctx, cls):
+        ancestors = self.ctx.ancestors
+        cls = enclosing_class(ancestors)
+        if cls is None or not is_module_class(self.ctx, cls, ancestors):
             return
+        reach = data_parallel_reach(self.ctx, cls, ancestors)
+        if reach is None:
+            return  # nothing in the project can run this module under nn.DataParallel
+        where, related = wrapped_at(self.ctx, reach)
         traced = self._padded_length(node)
         self.report(
             node,
-            "`pad_packed_sequence` without `total_length`: nn.DataParallel replicas pad to different "
+            f"`pad_packed_sequence` without `total_length`: nn.DataParallel replicas{where} pad to different "
             f"lengths and the gather fails; pass `total_length={traced or self._padded_length_hint(node)}`",
             fix={"total_length": traced} if traced else None,
+            related=related,
         )
 
     def _padded_length(self, unpack: ast.Call) -> str | None:

@@ -20,6 +20,7 @@ class SpawnFromNotebook(Rule):
         hint="move the worker function into a .py module next to the notebook and import it from there",
     )
     triggers = (("spawn", "start_processes"), ("def ",))
+    suffixes = (".ipynb",)
     subscriptions = (ast.Call,)
 
     def __init__(self, ctx: FileContext) -> None:
@@ -28,8 +29,6 @@ class SpawnFromNotebook(Rule):
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)
-        if not self.ctx.is_notebook:
-            return
         launcher = self.ctx.qualified_name(node.func)
         if launcher not in _LAUNCHERS:
             return

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import ast
 
-from pitfall_lint.analysis.distributed import DISTRIBUTED_TRIGGERS, sets_up_distributed
+from pitfall_lint.analysis.distributed import sets_up_distributed
+from pitfall_lint.analysis.evidence import cite
 from pitfall_lint.analysis.ranks import is_restricted_to_one_rank, path_mentions_rank
 from pitfall_lint.analysis.buffers import is_in_memory_buffer
 from pitfall_lint.analysis.scopes import enclosing_function, names_bound_before
 from pitfall_lint.context import FileContext
-from pitfall_lint.diagnostic import RuleInfo
+from pitfall_lint.diagnostic import Related, RuleInfo
 from pitfall_lint.rules.base import Rule
 
 _PATH_POSITION = 1  # torch.save(obj, f, ...)
@@ -30,8 +31,8 @@ class UnguardedTorchSave(Rule):
         verifiable=True,
         fix="unsafe",
     )
-    # torch.save, in a file that sets_up_distributed() could recognise.
-    triggers = (("save",), DISTRIBUTED_TRIGGERS)
+    # A call of torch.save; the file need not set up distributed training itself when its caller does.
+    triggers = (("save(", "save (", "save as"), ("torch",))  # a call, or `from torch import save as tsave`
     subscriptions = (ast.Call,)
 
     def __init__(self, ctx: FileContext) -> None:
@@ -40,24 +41,36 @@ class UnguardedTorchSave(Rule):
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)
+        if isinstance(node.func, ast.Attribute) and node.func.attr != "save":
+            return  # the cheap look first: only `torch.save` and its aliases can be it
         if self.ctx.qualified_name(node.func) == "torch.save":
             self._saves.append((node, list(self.ctx.ancestors)))
 
     def finish(self) -> None:
-        if not self._saves or not sets_up_distributed(self.ctx):
+        if not self._saves:
             return
+        distributed = sets_up_distributed(self.ctx)
         for call, ancestors in self._saves:
             path = call.args[_PATH_POSITION] if len(call.args) > _PATH_POSITION else None
             path = next((k.value for k in call.keywords if k.arg == "f"), path)
             if path is not None and (path_mentions_rank(path, ancestors) or is_in_memory_buffer(self.ctx, path, ancestors)):
                 continue
+            where = ""
+            related: tuple[Related, ...] = ()
+            if not distributed:  # a helper: does training code elsewhere in the project call it on every rank?
+                function = enclosing_function(ancestors)
+                caller = self.ctx.project.every_rank_caller(function, ancestors) if function is not None else None
+                if caller is None:
+                    continue
+                where, related = cite(self.ctx, caller, "called on every rank")
             if is_restricted_to_one_rank(self.ctx, call, ancestors):
                 continue
             self.report(
                 call,
-                "`torch.save` runs on every rank, which then overwrite one file; guard it with "
+                f"`torch.save` runs on every rank{where}, which then overwrite one file; guard it with "
                 "`if dist.get_rank() == 0:` or put the rank in the path",
                 fix=self._rank_zero_guard(call, ancestors) if isinstance(ancestors[-1], ast.Expr) else None,
+                related=related,
             )
 
     def _rank_zero_guard(self, call: ast.Call, ancestors: list[ast.AST]) -> dict[str, str]:

@@ -1,0 +1,96 @@
+"""One check over many files: each file's project found and modelled, cached results reused while they hold.
+
+A file is always checked against its whole project (every Python file under the project root that the
+configuration does not exclude, plus the files named), so `check one_file.py`, what pre-commit runs, gives
+that file the diagnostics a run over the whole project gives it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pitfall_lint import pool
+from pitfall_lint.cache import ResultCache
+from pitfall_lint.engine import FileResult
+from pitfall_lint.files import Excluder, discover
+from pitfall_lint.project.layout import find_project_root
+from pitfall_lint.project.model import DataParallelMode, ProjectModel, still_answered
+from pitfall_lint.project.store import SummaryStore, content_key
+from pitfall_lint.rules.base import Rule
+
+
+@dataclass(frozen=True)
+class ProjectSettings:
+    excluder: Excluder
+    data_parallel: DataParallelMode = "auto"
+    root: Path | None = None  # --project-root: one root for every file; else each file's nearest marker
+
+
+@dataclass
+class CheckRun:
+    results: list[FileResult]
+    projects: dict[str, ProjectModel] = field(default_factory=dict)  # by path as given
+
+
+def _groups(paths: Sequence[str], settings: ProjectSettings) -> dict[Path | None, list[str]]:
+    """The files of each project root; None holds the files that belong to no project."""
+    groups: dict[Path | None, list[str]] = {}
+    roots: dict[str, Path | None] = {}
+    for path in paths:
+        folder = os.path.dirname(os.path.abspath(path))
+        if folder not in roots:
+            roots[folder] = settings.root.resolve() if settings.root is not None else find_project_root(folder)
+        groups.setdefault(roots[folder], []).append(path)
+    return groups
+
+
+def _model(root: Path | None, members: list[str], settings: ProjectSettings, store: SummaryStore) -> ProjectModel:
+    if root is None:  # no project around them: the files named are the project
+        folder = os.path.commonpath([os.path.dirname(os.path.abspath(p)) for p in members])
+        return ProjectModel(folder, members, settings.data_parallel, store)
+    return ProjectModel(str(root), [*discover([str(root)], settings.excluder), *members], settings.data_parallel, store)
+
+
+def _content_key(path: str) -> str | None:
+    try:
+        with open(path, "rb") as handle:
+            return content_key(handle.read())
+    except OSError:
+        return None  # the engine reports why it cannot be read
+
+
+def check_paths(
+    paths: Sequence[str], rules: Sequence[type[Rule]], settings: ProjectSettings, cache_root: Path, use_cache: bool
+) -> CheckRun:
+    """Results in the order of `paths`."""
+    cache = ResultCache(cache_root, [rule.info.code for rule in rules], settings.data_parallel) if use_cache else None
+    store = SummaryStore(cache.folder if cache is not None else None)
+    run = CheckRun([])
+    results: dict[str, FileResult] = {}
+    for root, members in _groups(paths, settings).items():
+        model = _model(root, members, settings, store)
+        keys = {path: _content_key(path) for path in members} if cache is not None else {}
+        pending = []
+        for path in members:
+            run.projects[path] = model
+            key = keys.get(path)
+            cached = cache.get(path, key) if cache is not None and key is not None else None
+            if cached is not None and still_answered(model, cached.questions):
+                results[path] = cached
+            else:
+                pending.append(path)
+        store.put_all(model.take_fresh_summaries())
+        for result in pool.check_files(pending, rules, pool.available_cores(), model):
+            store.put_all(result.summaries)
+            results[result.path] = result
+            key = keys.get(result.path)
+            if cache is not None and key is not None:
+                cache.put(result.path, key, result)
+    if cache is not None:
+        cache.save()
+    store.save()
+    run.results = [results[p] for p in paths]
+    return run

@@ -1,0 +1,511 @@
+"""Phase 2 of the project model: the file summaries linked, and the questions rules ask about the project.
+
+Demand-driven, so that a pre-commit run on one file stays fast: a file is summarised only when a question
+needs it (a name it may define or call is in its bytes), from the tree already parsed when it is the file
+being checked, else parsed once; summaries are cached by content. Every answer is plain data (None, bools,
+lists), so that a cached result can be trusted only while the same questions still get the same answers.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pitfall_lint.analysis.distributed import DISTRIBUTED_TRIGGERS
+from pitfall_lint.analysis.modules import is_torch_module_name
+from pitfall_lint.analysis.scopes import definition_name
+from pitfall_lint.analysis.wrappers import same_checkpoint
+from pitfall_lint.project.layout import Layout
+from pitfall_lint.project.store import SummaryStore, content_key
+from pitfall_lint.project.summary import UNKNOWN, CallSite, FileSummary, summarize
+
+DataParallelMode = Literal["auto", "always", "never"]
+DATA_PARALLEL_MODES: tuple[DataParallelMode, ...] = ("auto", "always", "never")
+# (path, line, what) of the place that proves a fact; empty when the fact rests on no place (a setting).
+Evidence = list
+_MAX_DEPTH = 3  # call-graph and builder hops followed from a definition
+_DATA_PARALLEL_CALLS = (b"DataParallel(", b"DataParallel (", b"DataParallel as", b"data_parallel(")
+_DP_STRATEGY = (b'"dp"', b"'dp'")
+_LIGHTNING_ENTRIES = (b"Trainer(", b"Fabric(")
+
+
+def may_wrap_in_data_parallel(data: bytes) -> bool:
+    """Whether a file can hold a DataParallel wrap site: a call or alias of the wrapper (DistributedDataParallel
+    aside), a Lightning Trainer/Fabric given "dp", or transformers' Trainer. Read from the bytes: most files
+    that mention DataParallel only use DDP, and need no summary."""
+    data = data.replace(b"DistributedDataParallel", b"")
+    if any(word in data for word in _DATA_PARALLEL_CALLS):
+        return True
+    if any(word in data for word in _DP_STRATEGY) and any(word in data for word in _LIGHTNING_ENTRIES):
+        return True
+    return b"transformers" in data and b"Trainer(" in data
+
+Symbol = tuple[str, ...]  # ("class" | "function", path, scope path), ("external", ref) or ("unknown",)
+_UNKNOWN: Symbol = ("unknown",)
+
+
+@dataclass
+class _Reach:
+    """Which module classes nn.DataParallel can run: `everything` (with its evidence) or the ones in `classes`."""
+
+    everything: Evidence | None = None
+    classes: dict[tuple[str, str], Evidence] = field(default_factory=dict)
+
+
+class ProjectModel:
+    """The files of one project; rules reach it through FileContext.project (a ProjectView)."""
+
+    def __init__(
+        self,
+        root: str,
+        files: Iterable[str],
+        data_parallel: DataParallelMode = "auto",
+        store: SummaryStore | None = None,
+        contents: dict[str, bytes] | None = None,
+    ) -> None:
+        self.root = os.path.abspath(root)
+        self.files = tuple(sorted(dict.fromkeys(os.path.abspath(f) for f in files)))
+        self.data_parallel = data_parallel
+        self._store = store if store is not None else SummaryStore(None)
+        self._contents: dict[str, bytes | None] = {os.path.abspath(k): v for k, v in (contents or {}).items()}
+        self._layout = Layout(self.root, self.files)
+        self._summaries: dict[str, FileSummary | None] = {}  # by content key
+        self._keys: dict[str, str] = {}  # content key by path
+        self._trees: dict[str, object] = {}  # path -> FileContext of a file being checked right now
+        self._memo: dict[tuple, object] = {}
+        self._fresh: dict[str, list] = {}
+
+    def __getstate__(self) -> dict[str, object]:
+        """For workers started with `spawn`: the files and settings; facts are worked out again there."""
+        state = dict(self.__dict__)
+        state.update(_trees={}, _memo={}, _fresh={})
+        return state
+
+    @classmethod
+    def single_file(cls, path: str, data: bytes) -> ProjectModel:
+        """A file checked on its own (tests, flake8 without a project around it)."""
+        absolute = os.path.abspath(path)
+        return cls(os.path.dirname(absolute), [absolute], contents={absolute: data})
+
+    # -- files and summaries
+
+    def _content(self, path: str) -> bytes | None:
+        if path not in self._contents:
+            try:
+                with open(path, "rb") as handle:
+                    self._contents[path] = handle.read()
+            except OSError:
+                self._contents[path] = None
+        return self._contents[path]
+
+    def offer(self, path: str, ctx: object, data: bytes) -> None:
+        """The file being checked: its parsed tree serves its summary, and its content is what is checked."""
+        path = os.path.abspath(path)
+        if self._contents.get(path, data) != data:  # checked as rewritten in memory (--fix)
+            self._keys.pop(path, None)
+            self._memo.clear()  # facts derived from the old content no longer hold
+        if path not in self.files:
+            self.files = tuple(sorted({*self.files, path}))
+            self._layout = Layout(self.root, self.files)
+        self._contents[path] = data
+        self._trees[path] = ctx
+
+    def withdraw(self, path: str) -> None:
+        self._trees.pop(os.path.abspath(path), None)
+
+    def take_fresh_summaries(self) -> dict[str, list]:
+        """Summaries computed since the last call, by content key, for the caller to cache."""
+        fresh, self._fresh = self._fresh, {}
+        return fresh
+
+    def _key(self, path: str) -> str | None:
+        data = self._content(path)
+        if data is None:
+            return None
+        if path not in self._keys:
+            self._keys[path] = content_key(data)
+        return self._keys[path]
+
+    def summary(self, path: str) -> FileSummary | None:
+        key = self._key(path)
+        if key is None:
+            return None
+        if key in self._summaries:
+            return self._summaries[key]
+        data = self._content(path)
+        assert data is not None
+        summary: FileSummary | None = None
+        row = self._store.get(key)
+        if row is not None:
+            try:
+                summary = FileSummary.from_row(row)
+            except (TypeError, ValueError):
+                summary = None
+        if summary is None:
+            summary = self._summarize(path, data)
+            if summary is not None:
+                self._fresh[key] = summary.to_row()
+        self._summaries[key] = summary
+        return summary
+
+    def _summarize(self, path: str, data: bytes) -> FileSummary | None:
+        from pitfall_lint.context import FileContext
+        from pitfall_lint.notebook import NOTEBOOK_SUFFIX, NotebookError, read_notebook
+        from pitfall_lint.source import SourceText
+
+        ctx = self._trees.get(path)
+        if ctx is None:
+            if path.endswith(NOTEBOOK_SUFFIX):
+                try:
+                    data = read_notebook(data).text.encode("utf-8")
+                except NotebookError:
+                    return None
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    tree = ast.parse(data, filename=path)
+            except (SyntaxError, ValueError, MemoryError, RecursionError):
+                return None
+            ctx = FileContext(path, tree, SourceText(data), self.view(path))
+        try:
+            return summarize(ctx)  # type: ignore[arg-type]
+        except RecursionError:
+            return None
+
+    def _files_with(self, *groups: tuple[bytes, ...]) -> list[str]:
+        """The files whose bytes hold a word of every group: the only ones that can define or use what is asked."""
+        key = ("files-with", groups)
+        if key not in self._memo:
+            self._memo[key] = [
+                p for p in self.files if (data := self._content(p)) is not None and all(any(w in data for w in g) for g in groups)
+            ]
+        return self._memo[key]  # type: ignore[return-value]
+
+    def _memoised(self, key: tuple, compute: Callable[[], object]) -> object:
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
+    def display(self, path: str) -> str:
+        """As the reports print paths: relative to the working directory when inside it."""
+        cwd = os.getcwd()
+        return os.path.relpath(path, cwd) if path.startswith(cwd + os.sep) else path
+
+    # -- phase 2: names across files
+
+    def resolve(self, path: str, ref: str, depth: int = 0) -> Symbol:
+        """What a ref spelled in `path` names: a class or function of the project, something outside it, or unknown."""
+        if ref == UNKNOWN or ref.startswith("*.") or depth > _MAX_DEPTH:
+            return _UNKNOWN
+        summary = self.summary(path)
+        if summary is None:
+            return _UNKNOWN
+        local = self._definition(path, summary, ref, depth)
+        if local is not None:
+            return local
+        found = self._layout.resolve(path, ref)
+        if found is None:
+            return _UNKNOWN if ref.startswith(".") else ("external", ref)
+        target, attribute = found
+        if not attribute:
+            return _UNKNOWN  # a module itself
+        target_summary = self.summary(target)
+        if target_summary is None:
+            return _UNKNOWN
+        definition = self._definition(target, target_summary, attribute, depth)
+        if definition is not None:
+            return definition
+        head, _, rest = attribute.partition(".")
+        reexported = dict(target_summary.imports).get(head)
+        if reexported is not None:  # `from .base import EncoderBase` in a package's __init__.py
+            return self.resolve(target, f"{reexported}.{rest}" if rest else reexported, depth + 1)
+        return _UNKNOWN
+
+    def _definition(self, path: str, summary: FileSummary, name: str, depth: int) -> Symbol | None:
+        classes = {c.name for c in summary.classes}
+        if name in classes:
+            return ("class", path, name)
+        if name in dict(summary.functions):
+            return ("function", path, name)
+        owner, _, method = name.rpartition(".")
+        if owner in classes:  # a method inherited from a base class, maybe in another file
+            for base_path, base in self._class_ancestors(path, owner)[1:]:
+                base_summary = self.summary(base_path)
+                if base_summary is not None and f"{base}.{method}" in dict(base_summary.functions):
+                    return ("function", base_path, f"{base}.{method}")
+            return _UNKNOWN
+        if "." not in name:  # a class defined inside a function: `train.Net` spelled `Net`
+            nested = [c for c in classes if c.endswith(f".{name}")]
+            if len(nested) == 1:
+                return ("class", path, nested[0])
+        return None
+
+    def _class_facts(self, path: str, name: str):  # noqa: ANN202 - ClassFacts | None
+        summary = self.summary(path)
+        return next((c for c in summary.classes if c.name == name), None) if summary else None
+
+    def _class_ancestors(self, path: str, name: str) -> list[tuple[str, str]]:
+        """The class and its project base classes, nearest first, each once."""
+
+        def compute() -> list[tuple[str, str]]:
+            found = [(path, name)]
+            for class_path, class_name in found:
+                facts = self._class_facts(class_path, class_name)
+                if facts is None or len(found) > 64:
+                    continue
+                for base in facts.bases:
+                    symbol = self.resolve(class_path, base)
+                    if symbol[0] == "class" and (symbol[1], symbol[2]) not in found:
+                        found.append((symbol[1], symbol[2]))
+            return found
+
+        return self._memoised(("ancestors", path, name), compute)  # type: ignore[return-value]
+
+    # -- the questions (answers are plain data)
+
+    def is_module_class(self, path: str, name: str) -> bool:
+        def compute() -> bool:
+            for class_path, class_name in self._class_ancestors(path, name):
+                facts = self._class_facts(class_path, class_name)
+                if facts is not None and any(
+                    is_torch_module_name(base) or is_torch_module_name(self._external_name(class_path, base)) for base in facts.bases
+                ):
+                    return True
+            return False
+
+        return self._memoised(("module-class", path, name), compute)  # type: ignore[return-value]
+
+    def _external_name(self, path: str, ref: str) -> str:
+        symbol = self.resolve(path, ref)
+        return symbol[1] if symbol[0] == "external" else ""
+
+    def class_methods(self, path: str, name: str) -> dict[str, str]:
+        """Method kinds by name, the class's own overriding those of its bases in the project."""
+
+        def compute() -> dict[str, str]:
+            methods: dict[str, str] = {}
+            for class_path, class_name in reversed(self._class_ancestors(path, name)):
+                facts = self._class_facts(class_path, class_name)
+                if facts is not None:
+                    methods.update(dict(facts.methods))
+            return methods
+
+        return self._memoised(("methods", path, name), compute)  # type: ignore[return-value]
+
+    def data_parallel_reach(self, path: str, name: str) -> Evidence | None:
+        """None when nn.DataParallel cannot run this class; else where it is wrapped ([] for a model library)."""
+        reach = self._reach()
+        if reach.everything is not None:
+            return reach.everything
+        return reach.classes.get((path, name))
+
+    def _reach(self) -> _Reach:
+        return self._memoised(("reach",), self._compute_reach)  # type: ignore[return-value]
+
+    def _compute_reach(self) -> _Reach:
+        if self.data_parallel == "never":
+            return _Reach()
+        if self.data_parallel == "always":
+            return _Reach(everything=[])
+        sites = [
+            (path, wrap)
+            for path in self.files
+            if (data := self._content(path)) is not None and may_wrap_in_data_parallel(data)
+            for wrap in (self.summary(path) or FileSummary()).wraps
+            if wrap.kind not in ("DistributedDataParallel", "FullyShardedDataParallel")
+        ]
+        if not sites:
+            # A project that trains in parallel without DataParallel never runs its modules under it; a model
+            # library that trains nothing itself leaves the choice to its users, who may wrap.
+            return _Reach() if self._trains_distributed() else _Reach(everything=[])
+        reach = _Reach()
+        for path, wrap in sites:
+            evidence = [self.display(path), wrap.line, wrap.kind, wrap.splits_batch]
+            classes = self._built_classes(path, wrap.target, 0)
+            if classes is None:
+                return _Reach(everything=evidence)
+            for cls in classes:
+                self._reach_from(cls, evidence, reach.classes)
+        return reach
+
+    def _trains_distributed(self) -> bool:
+        words = tuple(w.encode() for w in DISTRIBUTED_TRIGGERS)
+        return any((s := self.summary(p)) is not None and s.distributed for p in self._files_with(words))
+
+    def _built_classes(self, path: str, ref: str, depth: int) -> set[tuple[str, str]] | None:
+        """The project classes a call builds (through builder functions); None when the source cannot tell."""
+        symbol = self.resolve(path, ref)
+        if symbol[0] == "class":
+            return {(symbol[1], symbol[2])}
+        if symbol[0] == "external":
+            return set()
+        if symbol[0] != "function" or depth >= _MAX_DEPTH:
+            return None
+        summary = self.summary(symbol[1])
+        returned = [r for f, r in summary.returns if f == symbol[2]] if summary else []
+        found: set[tuple[str, str]] = set()
+        for value in returned:
+            built = self._built_classes(symbol[1], value, depth + 1)
+            if built is None:
+                return None
+            found |= built
+        return found
+
+    def _reach_from(self, start: tuple[str, str], evidence: Evidence, reached: dict[tuple[str, str], Evidence]) -> None:
+        """The class, its bases (their code runs in it) and the submodules any of them builds."""
+        todo = [start]
+        while todo:
+            cls = todo.pop()
+            if cls in reached:
+                continue
+            reached[cls] = evidence
+            for class_path, class_name in self._class_ancestors(*cls):
+                reached.setdefault((class_path, class_name), evidence)
+                facts = self._class_facts(class_path, class_name)
+                for ref in facts.builds if facts else ():
+                    todo.extend(self._built_classes(class_path, ref, _MAX_DEPTH - 1) or ())
+
+    def _call_sites(self, path: str, name: str) -> list[tuple[str, CallSite]]:
+        """Every call of the function `name` of `path`, in the files whose bytes hold its name."""
+
+        def compute() -> list[tuple[str, CallSite]]:
+            found = []
+            owner, _, short = name.rpartition(".")
+            for site_path in self._possible_callers(path, owner, short):
+                summary = self.summary(site_path)
+                for site in summary.calls if summary else ():
+                    if site.callee.rpartition(".")[2] != short:
+                        continue
+                    if site.callee.startswith("*."):
+                        matches = site_path == path
+                    else:
+                        matches = self.resolve(site_path, site.callee)[1:] == (path, name)
+                    if matches:
+                        found.append((site_path, site))
+            return found
+
+        return self._memoised(("call-sites", path, name), compute)  # type: ignore[return-value]
+
+    def _possible_callers(self, path: str, owner: str, short: str) -> list[str]:
+        """The files that can spell a call of it: its own, and those that name it and its class (a method) or
+        its module (a function: they import it). A call through a subclass in another file is not followed."""
+        if owner:
+            named = owner.rpartition(".")[2]
+        else:
+            stem = os.path.splitext(os.path.basename(path))[0]
+            named = os.path.basename(os.path.dirname(path)) if stem == "__init__" else stem
+        candidates = self._files_with((short.encode(),), (named.encode(),))
+        return candidates if path in candidates else [path, *candidates]
+
+    def callers_restricted(self, path: str, name: str, depth: int = 0) -> Evidence | None:
+        """Where a caller is, when the function has callers and every one is restricted to one rank; else None."""
+
+        def compute() -> Evidence | None:
+            sites = self._call_sites(path, name)
+            if not sites:
+                return None
+            for site_path, site in sites:
+                if site.guarded:
+                    continue
+                if site.caller and depth < _MAX_DEPTH and self.callers_restricted(site_path, site.caller, depth + 1) is not None:
+                    continue
+                return None
+            site_path, site = next(((p, s) for p, s in sites if s.guarded), sites[0])
+            return [self.display(site_path), site.line]
+
+        return self._memoised(("callers-restricted", path, name, depth), compute)  # type: ignore[return-value]
+
+    def every_rank_caller(self, path: str, name: str, depth: int = 0) -> Evidence | None:
+        """A call, in code that sets up distributed training, that runs the function on every rank; else None."""
+
+        def compute() -> Evidence | None:
+            for site_path, site in self._call_sites(path, name):
+                if site.guarded or (site.caller and self.callers_restricted(site_path, site.caller) is not None):
+                    continue
+                summary = self.summary(site_path)
+                if summary is not None and summary.distributed:
+                    return [self.display(site_path), site.line]
+                if site.caller and depth < _MAX_DEPTH:
+                    found = self.every_rank_caller(site_path, site.caller, depth + 1)
+                    if found is not None:
+                        return found
+            return None
+
+        return self._memoised(("every-rank-caller", path, name, depth), compute)  # type: ignore[return-value]
+
+    def wrapper_checkpoint(self, name: str) -> Evidence | None:
+        """Where the project saves a wrapper's state_dict (`module.` keys) to a file of this name, if it does."""
+        for path in self._files_with((b"state_dict",), (b"DataParallel",)):
+            summary = self.summary(path)
+            for saved, line in summary.wrapper_saves if summary else ():
+                if same_checkpoint(saved, name):
+                    return [self.display(path), line]
+        return None
+
+    # -- the questions by name, for the views and for checking a cached result
+
+    def ask(self, question: str, *arguments: object) -> object:
+        return getattr(self, _QUESTIONS[question])(*arguments)
+
+    def view(self, path: str) -> ProjectView:
+        return ProjectView(self, path)
+
+
+_QUESTIONS = {
+    "module-class": "is_module_class",
+    "methods": "class_methods",
+    "dp-reach": "data_parallel_reach",
+    "callers-restricted": "callers_restricted",
+    "every-rank-caller": "every_rank_caller",
+    "wrapper-checkpoint": "wrapper_checkpoint",
+}
+
+Question = tuple[str, tuple, object]  # (question, arguments, answer)
+
+
+class ProjectView:
+    """One file's window on the project: questions about its own definitions, each answer recorded."""
+
+    def __init__(self, model: ProjectModel, path: str) -> None:
+        self.model = model
+        self.path = os.path.abspath(path)
+        self.asked: dict[tuple[str, tuple], object] = {}
+
+    def _ask(self, question: str, *arguments: object) -> object:
+        key = (question, arguments)
+        if key not in self.asked:
+            self.asked[key] = self.model.ask(question, *arguments)
+        return self.asked[key]
+
+    def questions(self) -> tuple[Question, ...]:
+        return tuple((question, arguments, answer) for (question, arguments), answer in self.asked.items())
+
+    def is_module_class(self, cls: ast.ClassDef, ancestors: Sequence[ast.AST]) -> bool:
+        return self._ask("module-class", self.path, definition_name(cls, ancestors))  # type: ignore[return-value]
+
+    def class_methods(self, cls: ast.ClassDef, ancestors: Sequence[ast.AST]) -> dict[str, str]:
+        return self._ask("methods", self.path, definition_name(cls, ancestors))  # type: ignore[return-value]
+
+    def data_parallel_reach(self, cls: ast.ClassDef, ancestors: Sequence[ast.AST]) -> Evidence | None:
+        return self._ask("dp-reach", self.path, definition_name(cls, ancestors))  # type: ignore[return-value]
+
+    def callers_restricted(self, function: Definition, ancestors: Sequence[ast.AST]) -> Evidence | None:
+        return self._ask("callers-restricted", self.path, definition_name(function, ancestors))  # type: ignore[return-value]
+
+    def every_rank_caller(self, function: Definition, ancestors: Sequence[ast.AST]) -> Evidence | None:
+        return self._ask("every-rank-caller", self.path, definition_name(function, ancestors))  # type: ignore[return-value]
+
+    def wrapper_checkpoint(self, name: str) -> Evidence | None:
+        return self._ask("wrapper-checkpoint", name)  # type: ignore[return-value]
+
+
+Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+
+
+def still_answered(model: ProjectModel, questions: Sequence[Sequence]) -> bool:
+    """Whether the project still gives every recorded answer (a cached result is then still right)."""
+    return all(model.ask(question, *arguments) == answer for question, arguments, answer in questions)

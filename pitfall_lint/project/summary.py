@@ -1,0 +1,337 @@
+"""Phase 1 of the project model: what one file tells the others, read from its ast once and cached by content.
+
+A summary holds no ast and no path, only names as the file spells them after alias resolution ("refs"):
+`Net` for a definition of the file, `models.base.EncoderBase` or `.base.EncoderBase` for an import,
+`Net.forward` for a method called through `self`, `*.save` for a call of a same-file function through any
+other receiver. Phase 2 (project/model.py) resolves refs across files. The same content gives the same
+summary wherever the file lives, which is what lets the cache key it by content alone.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Sequence
+from dataclasses import astuple, dataclass, fields, is_dataclass
+from typing import Any
+
+from pitfall_lint.analysis.distributed import DISTRIBUTED_TRIGGERS, SETUP_NODES, setup_kind
+from pitfall_lint.analysis.modules import method_kind
+from pitfall_lint.analysis.ranks import is_locally_restricted
+from pitfall_lint.analysis.scopes import FUNCTIONS, definition_name, enclosing_function, local_value, scope_path, self_name
+from pitfall_lint.analysis.wrappers import checkpoint_key, saved_wrapper_states
+from pitfall_lint.context import FileContext
+from pitfall_lint.traversal import Handler, traverse
+
+FORMAT = 1  # bump when a field changes: cached summaries of another format are computed afresh
+
+UNKNOWN = "?"  # a wrapped or returned module whose class cannot be told from the source
+_DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.data_parallel"})
+_OTHER_WRAPPERS = {
+    "torch.nn.parallel.DistributedDataParallel": "DistributedDataParallel",
+    "torch.distributed.fsdp.FullyShardedDataParallel": "FullyShardedDataParallel",
+}
+_SPAWNERS = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"})
+# Calls that return the module they are called on: `Net().to(device)` is still a Net.
+_SAME_MODULE_METHODS = frozenset(
+    {"to", "cuda", "cpu", "float", "half", "double", "bfloat16", "train", "eval", "requires_grad_", "to_empty"}
+)
+# Roots of refs that never name a project definition: not worth a place in the summary.
+_EXTERNAL_ROOTS = frozenset(
+    {
+        "torch", "numpy", "np", "math", "os", "sys", "re", "json", "logging", "typing", "collections", "functools",
+        "itertools", "time", "random", "pathlib", "warnings", "copy", "argparse", "subprocess", "shutil", "io",
+        "dataclasses", "abc", "enum", "contextlib", "inspect", "types", "pickle", "glob", "tempfile", "datetime",
+    }
+)
+_LIGHTNING_ROOTS = ("lightning.", "pytorch_lightning.", "lightning_fabric.")
+_MAX_TRACE = 3
+
+
+@dataclass(frozen=True, slots=True)
+class ClassFacts:
+    name: str  # the scope path: `Net`, or `Outer.Inner`
+    line: int
+    bases: tuple[str, ...]  # refs
+    methods: tuple[tuple[str, str], ...]  # (name, kind) of the methods defined in its body
+    builds: tuple[str, ...]  # refs of what its methods call: the submodules it may hold
+
+
+@dataclass(frozen=True, slots=True)
+class CallSite:
+    caller: str  # the scope path of the calling function, "" at module level
+    callee: str  # ref
+    line: int
+    guarded: bool  # restricted to one rank by the caller's own code
+
+
+@dataclass(frozen=True, slots=True)
+class WrapSite:
+    kind: str  # "DataParallel", "DistributedDataParallel", ..., or the framework that wraps ("transformers Trainer")
+    line: int
+    target: str  # ref of what builds the wrapped module, UNKNOWN when the source cannot tell
+    caller: str
+    splits_batch: bool  # DataParallel scatters along dim 0
+
+
+@dataclass(frozen=True, slots=True)
+class FileSummary:
+    classes: tuple[ClassFacts, ...] = ()
+    functions: tuple[tuple[str, int], ...] = ()  # (scope path, line) of every function and method
+    imports: tuple[tuple[str, str], ...] = ()  # module-level (local name, ref): what the file re-exports
+    returns: tuple[tuple[str, str], ...] = ()  # (function, ref) of the modules a function returns
+    calls: tuple[CallSite, ...] = ()
+    wraps: tuple[WrapSite, ...] = ()
+    distributed: tuple[tuple[str, int], ...] = ()  # (what sets up distributed training, line)
+    spawns: tuple[tuple[str, int], ...] = ()  # (ref of the spawned function, line)
+    wrapper_saves: tuple[tuple[str, int], ...] = ()  # (checkpoint file name pattern, line)
+
+    def to_row(self) -> list[object]:
+        """Plain lists for the JSON cache."""
+        return [FORMAT, *([list(_plain(item)) for item in field] for field in astuple_shallow(self))]
+
+    @staticmethod
+    def from_row(row: list) -> FileSummary:
+        if row[0] != FORMAT:
+            raise ValueError("another summary format")
+        classes, functions, imports, returns, calls, wraps, distributed, spawns, saves = row[1:]
+
+        def pairs(rows: list) -> tuple[tuple[Any, Any], ...]:
+            return tuple((a, b) for a, b in rows)
+
+        return FileSummary(
+            classes=tuple(
+                ClassFacts(name, line, tuple(bases), tuple((m, k) for m, k in methods), tuple(builds))
+                for name, line, bases, methods, builds in classes
+            ),
+            functions=pairs(functions),
+            imports=pairs(imports),
+            returns=pairs(returns),
+            calls=tuple(CallSite(*c) for c in calls),
+            wraps=tuple(WrapSite(*w) for w in wraps),
+            distributed=pairs(distributed),
+            spawns=pairs(spawns),
+            wrapper_saves=pairs(saves),
+        )
+
+
+def astuple_shallow(summary: FileSummary) -> list[tuple]:
+    return [getattr(summary, f.name) for f in fields(summary)]
+
+
+def _plain(item: object) -> tuple:
+    return astuple(item) if is_dataclass(item) and not isinstance(item, type) else item  # type: ignore[return-value]
+
+
+class _Reader:
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        names = _DEFINITION.findall(ctx.text.data)
+        self.definitions = {name.decode() for _, name in names}
+        self.function_names = {name.decode() for kind, name in names if kind == b"def"}
+
+    def callee_ref(self, func: ast.expr, ancestors: Sequence[ast.AST], qualified: str | None) -> str | None:
+        """The ref of a called name (`qualified`: its name resolved), when it could name a project definition."""
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            method = enclosing_function(ancestors)
+            owner = _owner_class(ancestors)
+            if method is not None and owner is not None and func.value.id == self_name(method):
+                return f"{scope_path(owner[0], owner[1])}.{func.attr}"
+        if qualified is not None and qualified.partition(".")[0] not in _EXTERNAL_ROOTS:
+            root = func
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and (root.id in self.definitions or self.ctx.resolver.is_imported(root.id, ancestors)):
+                return qualified  # bound by an import, or a definition of this file
+        if isinstance(func, ast.Attribute) and func.attr in self.function_names:
+            return f"*.{func.attr}"  # a same-file function through some other receiver
+        return None
+
+    def built_ref(self, value: ast.AST | None, ancestors: Sequence[ast.AST], depth: int = 0) -> str:
+        """The ref of the call that builds the module `value` holds, UNKNOWN when it cannot be told."""
+        while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _SAME_MODULE_METHODS:
+            value = value.func.value
+        if isinstance(value, ast.Call):
+            return self.ctx.qualified_name(value.func, ancestors) or UNKNOWN
+        if isinstance(value, ast.Name) and depth < _MAX_TRACE:
+            function = enclosing_function(ancestors)
+            assigned = local_value(value.id, function, value.lineno, None if function else self.ctx.tree)
+            if assigned is not None:
+                return self.built_ref(assigned, ancestors, depth + 1)
+        return UNKNOWN
+
+
+_DEFINITION = re.compile(rb"\b(def|class)\s+([A-Za-z_]\w*)")
+
+
+def _owner_class(ancestors: Sequence[ast.AST]) -> tuple[list[ast.AST], ast.ClassDef] | None:
+    """The innermost class, with its own ancestors."""
+    for index in range(len(ancestors) - 1, -1, -1):
+        if isinstance(ancestors[index], ast.ClassDef):
+            return list(ancestors[:index]), ancestors[index]  # type: ignore[return-value]
+    return None
+
+
+def _keyword(call: ast.Call, name: str) -> ast.expr | None:
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def _splits_batch(call: ast.Call, position: int) -> bool:
+    dim = _keyword(call, "dim")
+    if dim is None and len(call.args) > position:
+        dim = call.args[position]
+    return dim is None or (isinstance(dim, ast.Constant) and dim.value == 0)
+
+
+def _framework_wrap(qualified: str, call: ast.Call, reader: _Reader, ancestors: Sequence[ast.AST]) -> WrapSite | None:
+    """Frameworks that wrap the model in nn.DataParallel themselves."""
+    function = enclosing_function(ancestors)
+    caller = definition_name(function, ancestors) if function is not None else ""
+    if qualified.startswith("transformers.") and qualified.rpartition(".")[2] in ("Trainer", "Seq2SeqTrainer"):
+        model = _keyword(call, "model") or (call.args[0] if call.args else None)
+        # Trainer wraps its model in nn.DataParallel when it sees several GPUs and no distributed launch.
+        return WrapSite("transformers Trainer", call.lineno, reader.built_ref(model, ancestors), caller, True)
+    if qualified.startswith(_LIGHTNING_ROOTS) and qualified.rpartition(".")[2] in ("Trainer", "Fabric"):
+        for name in ("strategy", "accelerator"):
+            value = _keyword(call, name)
+            if isinstance(value, ast.Constant) and value.value == "dp":
+                return WrapSite(f"Lightning {qualified.rpartition('.')[2]}(strategy=\"dp\")", call.lineno, UNKNOWN, caller, True)
+    return None
+
+
+class _Builder:
+    """Collects the summary during one walk of the file; each handler reads `ctx.ancestors`."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.reader = _Reader(ctx)
+        self.classes: dict[int, tuple[str, ast.ClassDef, list[str]]] = {}
+        self.functions: list[tuple[str, int]] = []
+        self.returns: list[tuple[str, str]] = []
+        self.calls: list[CallSite] = []
+        self.wraps: list[WrapSite] = []
+        self.spawns: list[tuple[str, int]] = []
+        self.saves: list[tuple[str, int]] = []
+        self.setups: list[tuple[str, int]] = []
+        self.callers: dict[int, str] = {}
+
+    def handlers(self) -> dict[type[ast.AST], list[Handler]]:
+        found: dict[type[ast.AST], list[Handler]] = {
+            ast.ClassDef: [self.on_class],
+            ast.FunctionDef: [self.on_function],
+            ast.AsyncFunctionDef: [self.on_function],
+            ast.Return: [self.on_return],
+            ast.Call: [self.on_call],
+        }
+        # Only a file with one of the set-up words can set up distributed training: the others need no look.
+        if any(word in self.ctx.text.data for word in _DISTRIBUTED_WORDS):
+            for node_type in SETUP_NODES:
+                found.setdefault(node_type, []).append(self.on_setup)
+        return found
+
+    def on_setup(self, node: ast.AST) -> None:
+        kind = setup_kind(self.ctx, node)
+        if kind is not None:
+            self.setups.append((kind, getattr(node, "lineno", 1)))
+
+    def on_class(self, node: ast.AST) -> None:
+        assert isinstance(node, ast.ClassDef)
+        self.classes[id(node)] = (scope_path(self.ctx.ancestors, node), node, [])
+
+    def on_function(self, node: ast.AST) -> None:
+        assert isinstance(node, FUNCTIONS)
+        self.functions.append((scope_path(self.ctx.ancestors, node), node.lineno))
+
+    def on_return(self, node: ast.AST) -> None:
+        assert isinstance(node, ast.Return)
+        ancestors = self.ctx.ancestors
+        if node.value is not None and enclosing_function(ancestors) is not None:
+            self.returns.append((self.caller(ancestors), self.reader.built_ref(node.value, ancestors)))
+
+    def on_call(self, node: ast.AST) -> None:
+        assert isinstance(node, ast.Call)
+        ctx, reader, ancestors = self.ctx, self.reader, self.ctx.ancestors
+        qualified = ctx.qualified_name(node.func, ancestors) or ""
+        caller = self.caller(ancestors)
+        if qualified in _DATA_PARALLEL:
+            target = _keyword(node, "module") or (node.args[0] if node.args else None)
+            position = 3 if qualified == "torch.nn.DataParallel" else 4
+            self.wraps.append(WrapSite("DataParallel", node.lineno, reader.built_ref(target, ancestors), caller, _splits_batch(node, position)))
+        elif qualified in _OTHER_WRAPPERS:
+            target = _keyword(node, "module") or (node.args[0] if node.args else None)
+            self.wraps.append(WrapSite(_OTHER_WRAPPERS[qualified], node.lineno, reader.built_ref(target, ancestors), caller, False))
+        elif qualified in _SPAWNERS and node.args:
+            target = node.args[0]
+            spawned = reader.callee_ref(target, ancestors, ctx.qualified_name(target, ancestors)) if isinstance(target, (ast.Name, ast.Attribute)) else None
+            if spawned is not None:
+                self.spawns.append((spawned, node.lineno))
+        elif qualified == "torch.save" and len(node.args) > 1 and saved_wrapper_states(ctx, node, ancestors):
+            key = checkpoint_key(ctx, node.args[1], ancestors)
+            if key is not None:
+                self.saves.append((key, node.lineno))
+        elif qualified:
+            framework = _framework_wrap(qualified, node, reader, ancestors)
+            if framework is not None:
+                self.wraps.append(framework)
+        callee = reader.callee_ref(node.func, ancestors, qualified or None) if isinstance(node.func, (ast.Name, ast.Attribute)) else None
+        if callee is None:
+            return
+        self.calls.append(CallSite(caller, callee, node.lineno, is_locally_restricted(ctx, node, ancestors)))
+        owner = _owner_class(ancestors)
+        if owner is not None and not callee.startswith("*."):
+            self.classes[id(owner[1])][2].append(callee)
+
+    def caller(self, ancestors: Sequence[ast.AST]) -> str:
+        """The scope path of the function the walk is in, "" at module level; once per function."""
+        function = enclosing_function(ancestors)
+        if function is None:
+            return ""
+        if id(function) not in self.callers:
+            self.callers[id(function)] = definition_name(function, ancestors)
+        return self.callers[id(function)]
+
+    def summary(self) -> FileSummary:
+        ctx = self.ctx
+        return FileSummary(
+            classes=tuple(
+                ClassFacts(
+                    name,
+                    cls.lineno,
+                    tuple(ctx.qualified_name(base, []) or UNKNOWN for base in cls.bases),
+                    tuple((f.name, method_kind(f)) for f in cls.body if isinstance(f, FUNCTIONS)),
+                    tuple(dict.fromkeys(builds)),
+                )
+                for name, cls, builds in self.classes.values()
+            ),
+            functions=tuple(self.functions),
+            imports=tuple(_module_imports(ctx)),
+            returns=tuple(dict.fromkeys(self.returns)),
+            calls=tuple(self.calls),
+            wraps=tuple(self.wraps),
+            distributed=tuple(self.setups),
+            spawns=tuple(self.spawns),
+            wrapper_saves=tuple(self.saves),
+        )
+
+
+_DISTRIBUTED_WORDS = tuple(word.encode() for word in DISTRIBUTED_TRIGGERS)
+
+
+def summarize(ctx: FileContext) -> FileSummary:
+    walk = ctx.for_another_walk()
+    builder = _Builder(walk)
+    traverse(walk, builder.handlers())
+    return builder.summary()
+
+
+def _module_imports(ctx: FileContext) -> list[tuple[str, str]]:
+    found = []
+    for statement in ctx.tree.body:
+        if isinstance(statement, (ast.Import, ast.ImportFrom)):
+            for alias in statement.names:
+                local = alias.asname or alias.name.partition(".")[0]
+                if alias.name != "*":
+                    ref = ctx.resolver.qualified_name(ast.Name(local), [])
+                    if ref is not None:
+                        found.append((local, ref))
+    return found
