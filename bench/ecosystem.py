@@ -36,7 +36,7 @@ def check(repository: Path) -> list[tuple[Diagnostic, str]]:
     cwd = os.getcwd()
     os.chdir(repository)
     try:
-        files = [os.path.relpath(f) for f in discover(["."], Excluder([], repository))]
+        files = [os.path.relpath(f) for f in discover(["."], Excluder([], repository), lambda message: print(f"warning: {message}", file=sys.stderr))]
         results = pool.check_files(files, all_rules(), pool.available_cores())
         found = sorted(d for result in results for d in result.diagnostics if d.code != "PFL000")
         return [(d, hashlib.blake2b(f"{d.path}\n{fingerprint(d)}".encode(), digest_size=8).hexdigest()) for d in found]

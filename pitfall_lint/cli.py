@@ -20,7 +20,7 @@ from pitfall_lint.docs import rule_document
 from pitfall_lint import baseline, pool
 from pitfall_lint.cache import ResultCache, content_key
 from pitfall_lint.engine import FileResult
-from pitfall_lint.files import Excluder, MissingPathError, discover, display_path
+from pitfall_lint.files import Excluder, MissingPathError, discover, display_path, special_kind
 from pitfall_lint.report import Report, writers
 from pitfall_lint.rules import all_rules
 from pitfall_lint.rules.base import Rule
@@ -40,6 +40,10 @@ class _DefaultToCheck(click.Group):
 def _fail(message: str) -> NoReturn:
     click.echo(f"error: {message}", err=True)
     sys.exit(EXIT_ERROR)
+
+
+def _warn(message: str) -> None:
+    click.echo(f"warning: {message}", err=True)
 
 
 def _infos() -> list[RuleInfo]:
@@ -77,7 +81,7 @@ def _rule_selection(f: Callable[..., None]) -> Callable[..., None]:
         click.option("--select", multiple=True, help="Only these codes or prefixes (comma-separated, repeatable; ALL for every rule)."),
         click.option("--extend-select", multiple=True, help="Codes or prefixes to add to the selection."),
         click.option("--ignore", multiple=True, help="Codes or prefixes to leave out."),
-        click.option("--config", "config_path", type=click.Path(dir_okay=False), help="A pyproject.toml to read instead of the nearest one."),
+        click.option("--config", "config_path", type=click.Path(dir_okay=False, readable=False), help="A pyproject.toml to read instead of the nearest one."),
     )):
         f = option(f)
     return f
@@ -93,7 +97,8 @@ def _load_selection(
 
 
 @main.command()
-@click.argument("paths", nargs=-1, type=click.Path())
+# readable=False: an unreadable file gets its PFL000 and the others are still checked.
+@click.argument("paths", nargs=-1, type=click.Path(readable=False))
 @click.option("--format", "output_format", type=click.Choice(["text", "json", "github", "sarif"]), default="text", show_default=True, help="Output format.")
 @_rule_selection
 @click.option("--exclude", multiple=True, help="Glob patterns of files and folders to skip (replaces the configured list).")
@@ -107,7 +112,7 @@ def _load_selection(
 @click.option("--fix", is_flag=True, help="Apply the safe fixes, then report what is left.")
 @click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff: apply the fixes that can change behaviour too.")
 @click.option("--diff", is_flag=True, help="Print the fixes as a unified diff instead of writing them (exit 1 if there is one).")
-@click.option("--baseline", "baseline_path", type=click.Path(dir_okay=False), help="Report only findings not recorded in this baseline file.")
+@click.option("--baseline", "baseline_path", type=click.Path(dir_okay=False, readable=False), help="Report only findings not recorded in this baseline file.")
 @click.option("--write-baseline", "write_baseline_path", type=click.Path(dir_okay=False), help="Record today's findings in this file and exit 0.")
 def check(
     paths: tuple[str, ...],
@@ -134,11 +139,11 @@ def check(
     try:
         config, rules, ignored = _load_selection(config_path, select, extend_select, ignore)
         patterns = [*(_split(exclude) or config.exclude), *config.extend_exclude, *_split(extend_exclude)]
-        files = discover(paths or ["."], Excluder(patterns, config.root), force_exclude)
+        files = discover(paths or ["."], Excluder(patterns, config.root), _warn, force_exclude)
     except (ConfigError, MissingPathError) as error:
         _fail(str(error))
     if not files:
-        click.echo("warning: no Python files found under the given paths", err=True)
+        _warn("no Python files found under the given paths")
     diagnostics: list[Diagnostic] = []
     internal_errors = 0
     root = config.root.resolve()
@@ -250,7 +255,7 @@ class _Progress:
 
 
 @main.command()
-@click.argument("path", type=click.Path())
+@click.argument("path", type=click.Path(readable=False))
 @click.argument("script_args", nargs=-1)
 @click.option("--nproc", default=2, show_default=True, help="Replicas (DataParallel) or ranks (DDP).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True, help="auto: real GPUs when there are --nproc of them, else the CPU reproduction.")
@@ -279,6 +284,9 @@ def verify(
 
     if not os.path.lexists(path):
         _fail(f"{path}: no such file or directory")
+    kind = special_kind(path)
+    if kind is not None:
+        _fail(f"{path}: not a regular file ({kind})")  # reading a named pipe would block forever
     try:
         _, rules, _ = _load_selection(config_path, select, extend_select, ignore)
     except ConfigError as error:
