@@ -14,16 +14,16 @@ from typing import NoReturn
 import click
 
 from pitfall_lint import __version__
-from pitfall_lint.config import Config, ConfigError, check_codes, find_pyproject, load_config, matches
-from pitfall_lint.diagnostic import PARSE_ERROR, Diagnostic, RuleInfo
+from pitfall_lint.config import Config, ConfigError, matches
+from pitfall_lint.diagnostic import PARSE_ERROR, Diagnostic
 from pitfall_lint.docs import rule_document
 from pitfall_lint import baseline, pool
 from pitfall_lint.cache import ResultCache, content_key
 from pitfall_lint.engine import FileResult
 from pitfall_lint.files import Excluder, MissingPathError, discover, display_path, special_kind
 from pitfall_lint.report import Report, writers
-from pitfall_lint.rules import all_rules
 from pitfall_lint.rules.base import Rule
+from pitfall_lint.selection import nearest_config, rule_infos, selected_rules
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -46,10 +46,6 @@ def _warn(message: str) -> None:
     click.echo(f"warning: {message}", err=True)
 
 
-def _infos() -> list[RuleInfo]:
-    return [PARSE_ERROR, *(rule.info for rule in all_rules())]
-
-
 def _split(values: Sequence[str]) -> list[str]:
     return [part.strip() for value in values for part in value.split(",") if part.strip()]
 
@@ -58,21 +54,6 @@ def _split(values: Sequence[str]) -> list[str]:
 @click.version_option(__version__, prog_name="pitfall-lint")
 def main() -> None:
     """Find PyTorch parallel-training pitfalls (DataParallel, DDP, multiprocessing) before they fail."""
-
-
-def _selected_rules(config: Config, select: list[str], extend: list[str], ignore: list[str]) -> tuple[list[type[Rule]], list[str]]:
-    codes = [info.code for info in _infos()]
-    select_cli = check_codes("--select", select, codes)
-    extend_all = (*config.extend_select, *check_codes("--extend-select", extend, codes))
-    ignore_all = (*config.ignore, *check_codes("--ignore", ignore, codes))
-    chosen = select_cli or config.select
-
-    def enabled(info: RuleInfo) -> bool:
-        on = matches(info.code, chosen) if chosen is not None else info.enabled_by_default
-        return (on or matches(info.code, extend_all)) and not matches(info.code, ignore_all)
-
-    rules = [rule for rule in all_rules() if enabled(rule.info)]
-    return rules, list(ignore_all)
 
 
 def _rule_selection(f: Callable[..., None]) -> Callable[..., None]:
@@ -91,9 +72,8 @@ def _load_selection(
     config_path: str | None, select: tuple[str, ...], extend_select: tuple[str, ...], ignore: tuple[str, ...]
 ) -> tuple[Config, list[type[Rule]], list[str]]:
     """The configuration and the rules it and the command line select; raises ConfigError."""
-    source = Path(config_path) if config_path else find_pyproject(Path.cwd())
-    config = load_config(source, [info.code for info in _infos()])
-    return (config, *_selected_rules(config, _split(select), _split(extend_select), _split(ignore)))
+    config = nearest_config(config_path)
+    return (config, *selected_rules(config, _split(select) or None, _split(extend_select), _split(ignore)))
 
 
 @main.command()
@@ -146,12 +126,11 @@ def check(
         _warn("no Python files found under the given paths")
     diagnostics: list[Diagnostic] = []
     internal_errors = 0
-    root = config.root.resolve()
     results = _check_with_cache([display_path(f) for f in files], rules, config.root, not no_cache)
     if fix or diff:
         from pitfall_lint.fix.session import fix_files  # libcst is loaded only when fixing
 
-        outcome = fix_files(results, rules, unsafe_fixes, diff, lambda path: _per_file_ignores(config, root, path))
+        outcome = fix_files(results, rules, unsafe_fixes, diff, config.ignored_at)
         internal_errors += outcome.errors
         if diff:
             sys.exit(EXIT_ERROR if outcome.errors else EXIT_FINDINGS if outcome.changed_paths else EXIT_CLEAN)
@@ -161,7 +140,7 @@ def check(
         if result.internal_error:
             internal_errors += 1
             click.echo(f"error: {result.path}: {result.internal_error}", err=True)
-        skipped = _per_file_ignores(config, root, result.path)
+        skipped = config.ignored_at(result.path)
         diagnostics.extend(
             d for d in result.diagnostics if not (d.code == PARSE_ERROR.code and matches(d.code, ignored)) and not matches(d.code, skipped)
         )
@@ -217,14 +196,6 @@ def _check_with_cache(paths: list[str], rules: list[type[Rule]], root: Path, use
             cache.put(result.path, keys[result.path], result)
     cache.save()
     return [results[p] for p in paths]
-
-
-def _per_file_ignores(config: Config, root: Path, path: str) -> tuple[str, ...]:
-    if not config.per_file_ignores:
-        return ()
-    absolute = Path(path).resolve()
-    relative = absolute.relative_to(root).as_posix() if absolute.is_relative_to(root) else Path(path).as_posix()
-    return config.ignored_for(relative)
 
 
 class _Progress:
@@ -317,7 +288,7 @@ def verify(
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def list_rules(output_format: str) -> None:
     """List every rule: code, name, default state, severity, whether `verify` can confirm it, its fix."""
-    infos = _infos()
+    infos = rule_infos()
     if output_format == "json":
         rows = [
             {"code": i.code, "name": i.name, "summary": i.summary, "severity": i.severity,
@@ -339,7 +310,7 @@ def list_rules(output_format: str) -> None:
 def explain(rule: str) -> None:
     """Print the document of RULE (a code such as PFL101, or a name)."""
     wanted = rule.strip()
-    info = next((i for i in _infos() if wanted.upper() == i.code or wanted.lower() == i.name), None)
+    info = next((i for i in rule_infos() if wanted.upper() == i.code or wanted.lower() == i.name), None)
     if info is None:
         _fail(f"unknown rule '{rule}'; `pitfall-lint rules` lists them")
     document = rule_document(info.code, info.name)

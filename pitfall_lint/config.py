@@ -34,12 +34,19 @@ class Config:
     extend_exclude: tuple[str, ...] = ()
     per_file_ignores: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
-    def ignored_for(self, relative_path: str) -> tuple[str, ...]:
-        name = relative_path.rpartition("/")[2]
+    def ignored_at(self, path: str) -> tuple[str, ...]:
+        """The per-file-ignores of a path as given (relative to the current folder, or absolute): patterns match
+        its path relative to the root, or its name."""
+        if not self.per_file_ignores:
+            return ()
+        root = self.root.resolve()
+        absolute = Path(path).resolve()
+        relative = absolute.relative_to(root).as_posix() if absolute.is_relative_to(root) else Path(path).as_posix()
+        name = relative.rpartition("/")[2]
         return tuple(
             code
             for pattern, codes in self.per_file_ignores.items()
-            if fnmatch.fnmatchcase(relative_path, pattern) or fnmatch.fnmatchcase(name, pattern)
+            if fnmatch.fnmatchcase(relative, pattern) or fnmatch.fnmatchcase(name, pattern)
             for code in codes
         )
 
