@@ -152,14 +152,18 @@ def check(
             _fail(f"{write_baseline_path}: cannot write the baseline: {error.strerror or error}")
         click.echo(f"Recorded {len(diagnostics)} findings in {write_baseline_path}.", err=True)
         sys.exit(EXIT_ERROR if internal_errors else EXIT_CLEAN)
+    hidden = 0
     if baseline_path:
         try:
-            diagnostics = baseline.new_findings(Path(baseline_path), diagnostics)
+            fresh = baseline.new_findings(Path(baseline_path), diagnostics)
         except baseline.BaselineError as error:
             _fail(str(error))
+        hidden, diagnostics = len(diagnostics) - len(fresh), fresh
     infos = [PARSE_ERROR, *(rule.info for rule in rules)]
     color = output_file is None and sys.stdout.isatty() and "NO_COLOR" not in os.environ
-    report = Report(diagnostics, infos, len(files), show_source=show_source, color=color, statistics=statistics)
+    report = Report(
+        diagnostics, infos, len(files), show_source=show_source, color=color, statistics=statistics, hidden_by_baseline=hidden
+    )
     if output_file:
         try:
             with open(output_file, "w", encoding="utf-8") as handle:

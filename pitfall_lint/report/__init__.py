@@ -18,6 +18,7 @@ class Report:
     show_source: bool = False
     color: bool = False
     statistics: bool = False
+    hidden_by_baseline: int = 0  # findings left out because the baseline knows them; said in the text summary
 
 
 Writer = Callable[[Report, TextIO], None]
