@@ -4,40 +4,44 @@ from __future__ import annotations
 
 import json
 from pathlib import PurePath
-from typing import TextIO
+from typing import Any, TextIO
 
 from pitfall_lint import __version__
-from pitfall_lint.report import Report
+from pitfall_lint.diagnostic import Diagnostic
+from pitfall_lint.report import FileLines, Report, in_cell
 
 _SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _LEVELS = {"error": "error", "warning": "warning", "info": "note"}
 
 
+def _result(d: Diagnostic, index: int, file_lines: FileLines) -> dict[str, Any]:
+    location: dict[str, Any] = {"artifactLocation": {"uri": PurePath(d.path).as_posix(), "uriBaseId": "%SRCROOT%"}}
+    lines = file_lines(d)
+    if d.cell is None:
+        location["region"] = {"startLine": d.line, "startColumn": d.column, "endLine": d.end_line, "endColumn": d.end_column}
+    elif lines is not None:
+        # The lines of the .ipynb that hold the source; columns there are the JSON's, so none is given.
+        location["region"] = {"startLine": lines[0], "endLine": lines[1]}
+    result: dict[str, Any] = {
+        "ruleId": d.code,
+        "ruleIndex": index,
+        "level": _LEVELS[d.severity],
+        "message": {"text": d.message if d.cell is None else f"{in_cell(d)}: {d.message}"},
+        "locations": [{"physicalLocation": location}],
+    }
+    if d.cell is not None:
+        result["properties"] = {
+            "notebookCell": d.cell, "cellLine": d.line, "cellColumn": d.column,
+            "cellEndLine": d.end_line, "cellEndColumn": d.end_column,
+        }
+    return result
+
+
 def write(report: Report, out: TextIO) -> None:
     rules = sorted(report.rules, key=lambda r: r.code)
     index = {rule.code: i for i, rule in enumerate(rules)}
-    results = [
-        {
-            "ruleId": d.code,
-            "ruleIndex": index[d.code],
-            "level": _LEVELS[d.severity],
-            "message": {"text": d.message},
-            "locations": [
-                {
-                    "physicalLocation": {
-                        "artifactLocation": {"uri": PurePath(d.path).as_posix(), "uriBaseId": "%SRCROOT%"},
-                        "region": {
-                            "startLine": d.line,
-                            "startColumn": d.column,
-                            "endLine": d.end_line,
-                            "endColumn": d.end_column,
-                        },
-                    }
-                }
-            ],
-        }
-        for d in report.diagnostics
-    ]
+    file_lines = FileLines()
+    results = [_result(d, index[d.code], file_lines) for d in report.diagnostics]
     log = {
         "$schema": _SCHEMA,
         "version": "2.1.0",
