@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 if sys.version_info >= (3, 11):
@@ -34,12 +35,16 @@ class Config:
     extend_exclude: tuple[str, ...] = ()
     per_file_ignores: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
+    @cached_property
+    def _resolved_root(self) -> Path:
+        return self.root.resolve()
+
     def ignored_at(self, path: str) -> tuple[str, ...]:
         """The per-file-ignores of a path as given (relative to the current folder, or absolute): patterns match
         its path relative to the root, or its name."""
         if not self.per_file_ignores:
             return ()
-        root = self.root.resolve()
+        root = self._resolved_root
         absolute = Path(path).resolve()
         relative = absolute.relative_to(root).as_posix() if absolute.is_relative_to(root) else Path(path).as_posix()
         name = relative.rpartition("/")[2]
