@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from pitfall_lint import pool  # noqa: E402
+from pitfall_lint.checking import ProjectSettings, check_paths  # noqa: E402
 from pitfall_lint.baseline import fingerprint  # noqa: E402
 from pitfall_lint.diagnostic import Diagnostic  # noqa: E402
 from pitfall_lint.files import Excluder, discover  # noqa: E402
@@ -36,8 +36,10 @@ def check(repository: Path) -> list[tuple[Diagnostic, str]]:
     cwd = os.getcwd()
     os.chdir(repository)
     try:
-        files = [os.path.relpath(f) for f in discover(["."], Excluder([], repository))]
-        results = pool.check_files(files, all_rules(), pool.available_cores())
+        excluder = Excluder([], repository)
+        files = [os.path.relpath(f) for f in discover(["."], excluder, lambda message: print(f"warning: {message}", file=sys.stderr))]
+        # As `pitfall-lint check --select ALL .` in the repository: each file against its project.
+        results = check_paths(files, all_rules(), ProjectSettings(excluder), repository, use_cache=False).results
         found = sorted(d for result in results for d in result.diagnostics if d.code != "PFL000")
         return [(d, hashlib.blake2b(f"{d.path}\n{fingerprint(d)}".encode(), digest_size=8).hexdigest()) for d in found]
     finally:

@@ -3,6 +3,8 @@
 An entry is matched by code, path and a fingerprint of the flagged source (its lines with the
 indentation stripped), never by line number, so edits above a finding do not resurrect it.
 Identical findings in one file are counted, so a second copy of a flagged line is new.
+Paths are stored relative to the baseline file's folder, so the baseline holds from any working folder
+(format 1 stored them relative to the working folder of the run that wrote it: read as such).
 """
 
 from __future__ import annotations
@@ -10,12 +12,14 @@ from __future__ import annotations
 import hashlib
 import json
 import linecache
+import os
 from collections import Counter
 from pathlib import Path
 
 from pitfall_lint.diagnostic import Diagnostic
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+_CWD_RELATIVE_VERSION = 1
 _MAX_LINES = 5
 
 
@@ -30,15 +34,22 @@ def fingerprint(diagnostic: Diagnostic) -> str:
     return hashlib.blake2b(f"{diagnostic.code}\n{text}".encode(), digest_size=12).hexdigest()
 
 
-def _key(diagnostic: Diagnostic) -> tuple[str, str, str]:
-    return diagnostic.code, Path(diagnostic.path).as_posix(), fingerprint(diagnostic)
+def _key(diagnostic: Diagnostic, folder: str | None) -> tuple[str, str, str]:
+    """`folder`: the one paths are relative to; None for the working folder (format 1)."""
+    path = Path(diagnostic.path if folder is None else os.path.relpath(os.path.abspath(diagnostic.path), folder))
+    return diagnostic.code, path.as_posix(), fingerprint(diagnostic)
+
+
+def _folder(baseline: Path) -> str:
+    return os.path.dirname(os.path.abspath(baseline))
 
 
 def write(path: Path, diagnostics: list[Diagnostic]) -> None:
+    folder = _folder(path)
     entries = [
         {"code": code, "path": file, "fingerprint": print_, "line": d.line}
         for d in diagnostics
-        for code, file, print_ in [_key(d)]
+        for code, file, print_ in [_key(d, folder)]
     ]
     path.write_text(json.dumps({"version": FORMAT_VERSION, "tool": "pitfall-lint", "findings": entries}, indent=2) + "\n")
 
@@ -46,14 +57,18 @@ def write(path: Path, diagnostics: list[Diagnostic]) -> None:
 def new_findings(path: Path, diagnostics: list[Diagnostic]) -> list[Diagnostic]:
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
+        version = document["version"]
         known = Counter((e["code"], e["path"], e["fingerprint"]) for e in document["findings"])
     except OSError as error:
         raise BaselineError(f"{path}: cannot read the baseline: {error.strerror or error}") from None
     except (ValueError, KeyError, TypeError) as error:
         raise BaselineError(f"{path}: not a pitfall-lint baseline ({type(error).__name__}: {error})") from None
+    if version not in (FORMAT_VERSION, _CWD_RELATIVE_VERSION):
+        raise BaselineError(f"{path}: baseline format {version!r} is not one this version reads (1 or 2): write it again")
+    folder = _folder(path) if version == FORMAT_VERSION else None
     fresh = []
     for diagnostic in diagnostics:
-        key = _key(diagnostic)
+        key = _key(diagnostic, folder)
         if known[key] > 0:
             known[key] -= 1
         else:

@@ -35,6 +35,11 @@ class CheckRun:
     projects: dict[str, ProjectModel] = field(default_factory=dict)  # by path as given
 
 
+def project_root(path: str, settings: ProjectSettings) -> Path | None:
+    """The root of the project the file belongs to, None when it belongs to none."""
+    return settings.root.resolve() if settings.root is not None else find_project_root(os.path.dirname(os.path.abspath(path)))
+
+
 def _groups(paths: Sequence[str], settings: ProjectSettings) -> dict[Path | None, list[str]]:
     """The files of each project root; None holds the files that belong to no project."""
     groups: dict[Path | None, list[str]] = {}
@@ -42,16 +47,19 @@ def _groups(paths: Sequence[str], settings: ProjectSettings) -> dict[Path | None
     for path in paths:
         folder = os.path.dirname(os.path.abspath(path))
         if folder not in roots:
-            roots[folder] = settings.root.resolve() if settings.root is not None else find_project_root(folder)
+            roots[folder] = project_root(path, settings)
         groups.setdefault(roots[folder], []).append(path)
     return groups
 
 
-def _model(root: Path | None, members: list[str], settings: ProjectSettings, store: SummaryStore) -> ProjectModel:
+def project_model(root: Path | None, members: Sequence[str], settings: ProjectSettings, store: SummaryStore) -> ProjectModel:
+    """The model of a project: every file under its root not excluded, plus `members` (named on the command line)."""
     if root is None:  # no project around them: the files named are the project
         folder = os.path.commonpath([os.path.dirname(os.path.abspath(p)) for p in members])
         return ProjectModel(folder, members, settings.data_parallel, store)
-    return ProjectModel(str(root), [*discover([str(root)], settings.excluder), *members], settings.data_parallel, store)
+    # What the walk could not read is reported by the check of the files named, if at all: no second warning.
+    files = discover([str(root)], settings.excluder, lambda _: None)
+    return ProjectModel(str(root), [*files, *members], settings.data_parallel, store)
 
 
 def _content_key(path: str) -> str | None:
@@ -71,7 +79,7 @@ def check_paths(
     run = CheckRun([])
     results: dict[str, FileResult] = {}
     for root, members in _groups(paths, settings).items():
-        model = _model(root, members, settings, store)
+        model = project_model(root, members, settings, store)
         keys = {path: _content_key(path) for path in members} if cache is not None else {}
         pending = []
         for path in members:

@@ -14,15 +14,15 @@ from typing import NoReturn
 import click
 
 from pitfall_lint import __version__
-from pitfall_lint.config import Config, ConfigError, check_codes, find_pyproject, load_config, matches
-from pitfall_lint.diagnostic import PARSE_ERROR, Diagnostic, RuleInfo
+from pitfall_lint.config import Config, ConfigError, matches
+from pitfall_lint.diagnostic import PARSE_ERROR, Diagnostic
 from pitfall_lint.docs import rule_document
 from pitfall_lint import baseline
 from pitfall_lint.checking import ProjectSettings, check_paths
-from pitfall_lint.files import Excluder, MissingPathError, discover, display_path
+from pitfall_lint.files import Excluder, MissingPathError, discover, display_path, special_kind
 from pitfall_lint.report import Report, writers
-from pitfall_lint.rules import all_rules
 from pitfall_lint.rules.base import Rule
+from pitfall_lint.selection import nearest_config, rule_infos, selected_rules
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -41,8 +41,8 @@ def _fail(message: str) -> NoReturn:
     sys.exit(EXIT_ERROR)
 
 
-def _infos() -> list[RuleInfo]:
-    return [PARSE_ERROR, *(rule.info for rule in all_rules())]
+def _warn(message: str) -> None:
+    click.echo(f"warning: {message}", err=True)
 
 
 def _split(values: Sequence[str]) -> list[str]:
@@ -55,28 +55,13 @@ def main() -> None:
     """Find PyTorch parallel-training pitfalls (DataParallel, DDP, multiprocessing) before they fail."""
 
 
-def _selected_rules(config: Config, select: list[str], extend: list[str], ignore: list[str]) -> tuple[list[type[Rule]], list[str]]:
-    codes = [info.code for info in _infos()]
-    select_cli = check_codes("--select", select, codes)
-    extend_all = (*config.extend_select, *check_codes("--extend-select", extend, codes))
-    ignore_all = (*config.ignore, *check_codes("--ignore", ignore, codes))
-    chosen = select_cli or config.select
-
-    def enabled(info: RuleInfo) -> bool:
-        on = matches(info.code, chosen) if chosen is not None else info.enabled_by_default
-        return (on or matches(info.code, extend_all)) and not matches(info.code, ignore_all)
-
-    rules = [rule for rule in all_rules() if enabled(rule.info)]
-    return rules, list(ignore_all)
-
-
 def _rule_selection(f: Callable[..., None]) -> Callable[..., None]:
     """The options that choose the rules: the same for every command that runs them."""
     for option in reversed((
         click.option("--select", multiple=True, help="Only these codes or prefixes (comma-separated, repeatable; ALL for every rule)."),
         click.option("--extend-select", multiple=True, help="Codes or prefixes to add to the selection."),
         click.option("--ignore", multiple=True, help="Codes or prefixes to leave out."),
-        click.option("--config", "config_path", type=click.Path(dir_okay=False), help="A pyproject.toml to read instead of the nearest one."),
+        click.option("--config", "config_path", type=click.Path(dir_okay=False, readable=False), help="A pyproject.toml to read instead of the nearest one."),
     )):
         f = option(f)
     return f
@@ -86,13 +71,13 @@ def _load_selection(
     config_path: str | None, select: tuple[str, ...], extend_select: tuple[str, ...], ignore: tuple[str, ...]
 ) -> tuple[Config, list[type[Rule]], list[str]]:
     """The configuration and the rules it and the command line select; raises ConfigError."""
-    source = Path(config_path) if config_path else find_pyproject(Path.cwd())
-    config = load_config(source, [info.code for info in _infos()])
-    return (config, *_selected_rules(config, _split(select), _split(extend_select), _split(ignore)))
+    config = nearest_config(config_path)
+    return (config, *selected_rules(config, _split(select) or None, _split(extend_select), _split(ignore)))
 
 
 @main.command()
-@click.argument("paths", nargs=-1, type=click.Path())
+# readable=False: an unreadable file gets its PFL000 and the others are still checked.
+@click.argument("paths", nargs=-1, type=click.Path(readable=False))
 @click.option("--format", "output_format", type=click.Choice(["text", "json", "github", "sarif"]), default="text", show_default=True, help="Output format.")
 @_rule_selection
 @click.option("--exclude", multiple=True, help="Glob patterns of files and folders to skip (replaces the configured list).")
@@ -106,7 +91,7 @@ def _load_selection(
 @click.option("--fix", is_flag=True, help="Apply the safe fixes, then report what is left.")
 @click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff: apply the fixes that can change behaviour too.")
 @click.option("--diff", is_flag=True, help="Print the fixes as a unified diff instead of writing them (exit 1 if there is one).")
-@click.option("--baseline", "baseline_path", type=click.Path(dir_okay=False), help="Report only findings not recorded in this baseline file.")
+@click.option("--baseline", "baseline_path", type=click.Path(dir_okay=False, readable=False), help="Report only findings not recorded in this baseline file.")
 @click.option("--write-baseline", "write_baseline_path", type=click.Path(dir_okay=False), help="Record today's findings in this file and exit 0.")
 @click.option("--project-root", type=click.Path(file_okay=False), help="The folder whose files make up the project (default: the nearest folder with pyproject.toml, setup.py, setup.cfg or .git).")
 def check(
@@ -136,23 +121,22 @@ def check(
         config, rules, ignored = _load_selection(config_path, select, extend_select, ignore)
         patterns = [*(_split(exclude) or config.exclude), *config.extend_exclude, *_split(extend_exclude)]
         excluder = Excluder(patterns, config.root)
-        files = discover(paths or ["."], excluder, force_exclude)
+        files = discover(paths or ["."], excluder, _warn, force_exclude)
     except (ConfigError, MissingPathError) as error:
         _fail(str(error))
     if project_root is not None and not os.path.isdir(project_root):
         _fail(f"{project_root}: --project-root is not a folder")
     settings = ProjectSettings(excluder, config.data_parallel, Path(project_root) if project_root else None)  # type: ignore[arg-type]
     if not files:
-        click.echo("warning: no Python files found under the given paths", err=True)
+        _warn("no Python files found under the given paths")
     diagnostics: list[Diagnostic] = []
     internal_errors = 0
-    root = config.root.resolve()
     run = check_paths([display_path(f) for f in files], rules, settings, config.root, not no_cache)
     results = run.results
     if fix or diff:
         from pitfall_lint.fix.session import fix_files  # libcst is loaded only when fixing
 
-        outcome = fix_files(run, rules, unsafe_fixes, diff, lambda path: _per_file_ignores(config, root, path))
+        outcome = fix_files(run, rules, unsafe_fixes, diff, config.ignored_at)
         internal_errors += outcome.errors
         if diff:
             sys.exit(EXIT_ERROR if outcome.errors else EXIT_FINDINGS if outcome.changed_paths else EXIT_CLEAN)
@@ -162,7 +146,7 @@ def check(
         if result.internal_error:
             internal_errors += 1
             click.echo(f"error: {result.path}: {result.internal_error}", err=True)
-        skipped = _per_file_ignores(config, root, result.path)
+        skipped = config.ignored_at(result.path)
         diagnostics.extend(
             d for d in result.diagnostics if not (d.code == PARSE_ERROR.code and matches(d.code, ignored)) and not matches(d.code, skipped)
         )
@@ -174,14 +158,18 @@ def check(
             _fail(f"{write_baseline_path}: cannot write the baseline: {error.strerror or error}")
         click.echo(f"Recorded {len(diagnostics)} findings in {write_baseline_path}.", err=True)
         sys.exit(EXIT_ERROR if internal_errors else EXIT_CLEAN)
+    hidden = 0
     if baseline_path:
         try:
-            diagnostics = baseline.new_findings(Path(baseline_path), diagnostics)
+            fresh = baseline.new_findings(Path(baseline_path), diagnostics)
         except baseline.BaselineError as error:
             _fail(str(error))
+        hidden, diagnostics = len(diagnostics) - len(fresh), fresh
     infos = [PARSE_ERROR, *(rule.info for rule in rules)]
     color = output_file is None and sys.stdout.isatty() and "NO_COLOR" not in os.environ
-    report = Report(diagnostics, infos, len(files), show_source=show_source, color=color, statistics=statistics)
+    report = Report(
+        diagnostics, infos, len(files), show_source=show_source, color=color, statistics=statistics, hidden_by_baseline=hidden
+    )
     if output_file:
         try:
             with open(output_file, "w", encoding="utf-8") as handle:
@@ -195,12 +183,6 @@ def check(
     sys.exit(EXIT_FINDINGS if diagnostics and not exit_zero else EXIT_CLEAN)
 
 
-def _per_file_ignores(config: Config, root: Path, path: str) -> tuple[str, ...]:
-    if not config.per_file_ignores:
-        return ()
-    absolute = Path(path).resolve()
-    relative = absolute.relative_to(root).as_posix() if absolute.is_relative_to(root) else Path(path).as_posix()
-    return config.ignored_for(relative)
 
 
 class _Progress:
@@ -231,7 +213,7 @@ class _Progress:
 
 
 @main.command()
-@click.argument("path", type=click.Path())
+@click.argument("path", type=click.Path(readable=False))
 @click.argument("script_args", nargs=-1)
 @click.option("--nproc", default=2, show_default=True, help="Replicas (DataParallel) or ranks (DDP).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True, help="auto: real GPUs when there are --nproc of them, else the CPU reproduction.")
@@ -260,6 +242,9 @@ def verify(
 
     if not os.path.lexists(path):
         _fail(f"{path}: no such file or directory")
+    kind = special_kind(path)
+    if kind is not None:
+        _fail(f"{path}: not a regular file ({kind})")  # reading a named pipe would block forever
     try:
         _, rules, _ = _load_selection(config_path, select, extend_select, ignore)
     except ConfigError as error:
@@ -290,7 +275,7 @@ def verify(
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def list_rules(output_format: str) -> None:
     """List every rule: code, name, default state, severity, whether `verify` can confirm it, its fix."""
-    infos = _infos()
+    infos = rule_infos()
     if output_format == "json":
         rows = [
             {"code": i.code, "name": i.name, "summary": i.summary, "severity": i.severity,
@@ -312,7 +297,7 @@ def list_rules(output_format: str) -> None:
 def explain(rule: str) -> None:
     """Print the document of RULE (a code such as PFL101, or a name)."""
     wanted = rule.strip()
-    info = next((i for i in _infos() if wanted.upper() == i.code or wanted.lower() == i.name), None)
+    info = next((i for i in rule_infos() if wanted.upper() == i.code or wanted.lower() == i.name), None)
     if info is None:
         _fail(f"unknown rule '{rule}'; `pitfall-lint rules` lists them")
     document = rule_document(info.code, info.name)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import fnmatch
+import os
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 if sys.version_info >= (3, 11):
@@ -38,25 +40,49 @@ class Config:
     per_file_ignores: dict[str, tuple[str, ...]] = field(default_factory=dict)
     data_parallel: str = "auto"
 
-    def ignored_for(self, relative_path: str) -> tuple[str, ...]:
-        name = relative_path.rpartition("/")[2]
+    @cached_property
+    def _resolved_root(self) -> Path:
+        return self.root.resolve()
+
+    def ignored_at(self, path: str) -> tuple[str, ...]:
+        """The per-file-ignores of a path as given (relative to the current folder, or absolute): patterns match
+        its path relative to the root, or its name."""
+        if not self.per_file_ignores:
+            return ()
+        root = self._resolved_root
+        absolute = Path(path).resolve()
+        relative = absolute.relative_to(root).as_posix() if absolute.is_relative_to(root) else Path(path).as_posix()
+        name = relative.rpartition("/")[2]
         return tuple(
             code
             for pattern, codes in self.per_file_ignores.items()
-            if fnmatch.fnmatchcase(relative_path, pattern) or fnmatch.fnmatchcase(name, pattern)
+            if fnmatch.fnmatchcase(relative, pattern) or fnmatch.fnmatchcase(name, pattern)
             for code in codes
         )
 
 
+def _read_toml_text(path: Path) -> str:
+    """The file's text; a one-line ConfigError when it cannot be read as UTF-8, TOML's only encoding."""
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise ConfigError(f"{path}: cannot read: not a regular file")  # a named pipe would block forever
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
+    except UnicodeDecodeError as error:
+        line = error.object[: error.start].count(b"\n") + 1
+        raise ConfigError(f"{path}: cannot read: not UTF-8 ({error.reason} on line {line})") from None
+
+
 def find_pyproject(start: Path) -> Path | None:
-    """The closest pyproject.toml, from `start` upwards, that has a [tool.pitfall-lint] table."""
+    """The closest pyproject.toml, from `start` upwards, that has a [tool.pitfall-lint] table.
+
+    One that cannot be read is an error, not skipped: it may hold the table, and skipping it would drop
+    the user's selection without a word.
+    """
     for folder in [start, *start.parents]:
         candidate = folder / "pyproject.toml"
-        try:
-            text = candidate.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue
-        if SECTION in text:
+        if os.path.isfile(candidate) and SECTION in _read_toml_text(candidate):
             return candidate
     return None
 
@@ -71,9 +97,7 @@ def load_config(path: Path | None, known_codes: Sequence[str]) -> Config:
     if path is None:
         return Config(root=Path.cwd())
     try:
-        document = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"{path}: cannot read: {error}") from None
+        document = tomllib.loads(_read_toml_text(path))
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: invalid TOML: {error}") from None
     table = document.get("tool", {}).get("pitfall-lint", {})

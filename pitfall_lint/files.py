@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from collections.abc import Iterable, Iterator, Sequence
+import stat
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 PYTHON_SUFFIXES = (".py", ".ipynb")
@@ -16,6 +17,14 @@ DEFAULT_EXCLUDED_DIRECTORIES = frozenset(
         "build", "dist", "site-packages", "node_modules", "_build", "buck-out", "__pypackages__",
     }
 )
+_SPECIAL_FILES = (
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+Warn = Callable[[str], None]
 
 
 class MissingPathError(Exception):
@@ -23,55 +32,116 @@ class MissingPathError(Exception):
 
 
 class Excluder:
-    """Glob patterns matched, as in ruff, against a path's name or its path relative to the root."""
+    """Glob patterns as in Ruff: one without a slash matches the name of a file or folder at any depth
+    (`generated` leaves out every folder of that name and all below it); one with a slash matches the
+    path relative to the root, the configuration's folder."""
 
     def __init__(self, patterns: Iterable[str], root: Path) -> None:
-        self._patterns = tuple(p.rstrip("/") for p in patterns)
+        names: list[str] = []
+        paths: list[str] = []
+        for raw in patterns:
+            pattern = raw.rstrip("/").removeprefix("./")
+            # `**/x` also matches `x` at the top, as in Ruff's globs.
+            for variant in (pattern, pattern[3:]) if pattern.startswith("**/") else (pattern,):
+                (paths if "/" in variant else names).append(variant)
+        self._names = tuple(names)
+        self._paths = tuple(paths)
         self._root = os.path.abspath(root)
 
-    def excludes(self, path: Path) -> bool:
-        if not self._patterns:
+    def matches(self, path: Path | str) -> bool:
+        """Whether this file or folder itself is excluded, as a walk meets it."""
+        if not (self._names or self._paths):
             return False
         # abspath, not resolve: links are matched where they stand, and a link loop cannot raise.
         absolute = os.path.abspath(path)
-        inside = absolute.startswith(self._root + os.sep)
-        relative = Path(os.path.relpath(absolute, self._root)).as_posix() if inside else path.as_posix()
-        return any(fnmatch.fnmatchcase(path.name, p) or fnmatch.fnmatchcase(relative, p) for p in self._patterns)
+        name = os.path.basename(absolute)
+        if any(fnmatch.fnmatchcase(name, p) for p in self._names):
+            return True
+        if not self._paths or not absolute.startswith(self._root + os.sep):
+            return False
+        relative = Path(os.path.relpath(absolute, self._root)).as_posix()
+        return any(fnmatch.fnmatchcase(relative, p) for p in self._paths)
+
+    def excludes(self, path: Path | str) -> bool:
+        """Whether the path or a folder above it (up to the root) is excluded: Ruff's test of a named path
+        under --force-exclude, so that a staged `third_party/x.py` is left out by `third_party`."""
+        if not (self._names or self._paths):
+            return False
+        current = os.path.abspath(path)
+        while current != self._root:
+            if self.matches(current):
+                return True
+            parent = os.path.dirname(current)
+            if parent == current:
+                return False
+            current = parent
+        return False
 
 
 def _is_virtual_environment(directory: str) -> bool:
     return os.path.exists(os.path.join(directory, "pyvenv.cfg"))
 
 
-def _walk(folder: Path, excluder: Excluder) -> Iterator[Path]:
-    for directory, subdirectories, filenames in os.walk(folder):
-        kept = []
-        for name in sorted(subdirectories):
-            child = os.path.join(directory, name)
-            if name in DEFAULT_EXCLUDED_DIRECTORIES or name.endswith(".egg-info") or _is_virtual_environment(child):
-                continue
-            if not excluder.excludes(Path(child)):
-                kept.append(name)
-        subdirectories[:] = kept
-        for name in sorted(filenames):
-            path = Path(directory, name)
-            if name.endswith(PYTHON_SUFFIXES) and not excluder.excludes(path):
-                yield path
+def special_kind(path: str) -> str | None:
+    """What a path that is not a regular file is (reading a named pipe would block forever); None for a
+    regular file or one that cannot be looked at (reading it reports why)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    return next((kind for test, kind in _SPECIAL_FILES if test(mode)), None)
 
 
-def discover(paths: Sequence[str], excluder: Excluder, force_exclude: bool = False) -> list[str]:
-    """Files to check, in a stable order. Named files are checked even when excluded, unless forced."""
+def _keep(path: str, warn: Warn) -> bool:
+    kind = special_kind(path)
+    if kind is not None:
+        warn(f"{Path(path)}: not a regular file ({kind}), skipped")
+    return kind is None
+
+
+def _walk(folder: str, excluder: Excluder, warn: Warn) -> Iterator[str]:
+    pending = [folder]
+    while pending:
+        directory = pending.pop()
+        try:
+            with os.scandir(directory) as scan:
+                entries = sorted(scan, key=lambda entry: entry.name)
+        except OSError as error:
+            warn(f"{Path(directory)}: cannot read the folder ({error.strerror or error}), skipped")
+            continue
+        subdirectories = []
+        for entry in entries:
+            name = entry.name
+            if entry.is_dir(follow_symlinks=False):
+                if name in DEFAULT_EXCLUDED_DIRECTORIES or name.endswith(".egg-info") or _is_virtual_environment(entry.path):
+                    continue
+                if not excluder.matches(entry.path):
+                    subdirectories.append(entry.path)
+            elif name.endswith(PYTHON_SUFFIXES) and not excluder.matches(entry.path):
+                try:
+                    regular = entry.is_file()
+                    linked_folder = not regular and entry.is_dir()
+                except OSError:  # a link loop: reading it reports why it cannot be checked
+                    regular, linked_folder = True, False
+                # A link to a folder is not followed, as in os.walk; a broken link is kept, as a loop is.
+                if not linked_folder and (regular or _keep(entry.path, warn)):
+                    yield str(Path(entry.path))  # `./a.py` and `a.py` are one file
+        pending.extend(reversed(subdirectories))  # depth first, in name order
+
+
+def discover(paths: Sequence[str], excluder: Excluder, warn: Warn, force_exclude: bool = False) -> list[str]:
+    """Files to check, in a stable order. Named files are checked even when excluded, unless forced.
+    What is not a regular file (a named pipe, a device) is skipped with a warning."""
     found: dict[str, None] = {}
     for raw in paths:
-        path = Path(raw)
-        if not os.path.lexists(path):
+        if not os.path.lexists(raw):
             raise MissingPathError(f"{raw}: no such file or directory")
-        if force_exclude and excluder.excludes(path):
+        if force_exclude and excluder.excludes(raw):
             continue
-        if path.is_dir():
-            found.update((str(p), None) for p in _walk(path, excluder))
-        else:
-            found[str(path)] = None  # even a broken link: reading it reports why it cannot be checked
+        if os.path.isdir(raw):
+            found.update((path, None) for path in _walk(raw, excluder, warn))
+        elif _keep(raw, warn):
+            found[str(Path(raw))] = None  # even a broken link: reading it reports why it cannot be checked
     return list(found)
 
 

@@ -1,14 +1,67 @@
-"""The GitHub composite action: valid YAML with the inputs the README documents."""
+"""The GitHub composite action and the README's workflow snippets: the inputs the README documents, and the
+check step and the by-hand steps run as written, in a workspace that keeps a copy of this repository."""
 
 from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import yaml
 
 from marks import REPO
 
+BAD_SAVE = "import torch\nimport torch.distributed as dist\ndist.init_process_group('gloo')\ntorch.save({}, 'c.pt')\n"
+
+
+def _action() -> dict:
+    return yaml.safe_load((REPO / "action.yml").read_text())
+
+
+def _readme_workflow_snippets() -> list[list[dict]]:
+    """The YAML blocks of the README's GitHub Actions section, each as its list of steps."""
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("\n## GitHub Actions with code scanning\n", 1)[1].split("\n## ", 1)[0]
+    blocks = [yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", section, re.DOTALL)]
+    return [block["steps"] if isinstance(block, dict) else block for block in blocks]
+
+
+def _vendored_path() -> str:
+    """Where the README says the copy of this repository lives: the path its `uses:` step names."""
+    (with_action, _) = _readme_workflow_snippets()
+    (local,) = [step["uses"] for step in with_action if step["uses"].startswith("./")]
+    return local.removeprefix("./")
+
+
+def _workspace(tmp_path: Path) -> Path:
+    """A checked-out repository with one bad file and, at the documented path, a copy of this one."""
+    workspace = tmp_path / "workspace"
+    vendored = workspace / _vendored_path()
+    shutil.copytree(REPO / "fixtures", vendored / "fixtures")  # bad on purpose: must never be reported
+    shutil.copy(REPO / "action.yml", vendored / "action.yml")
+    (workspace / "train.py").write_text(BAD_SAVE)
+    return workspace
+
+
+def _environment(tmp_path: Path) -> dict[str, str]:
+    """This environment's pitfall-lint first on PATH, standing in for the install step."""
+    output = tmp_path / "github-output"
+    output.write_text("")
+    bin_dir = os.path.dirname(sys.executable)
+    return {**os.environ, "PATH": bin_dir + os.pathsep + os.environ["PATH"], "GITHUB_OUTPUT": str(output)}
+
+
+def _sarif_paths(path: Path) -> list[str]:
+    results = json.loads(path.read_text())["runs"][0]["results"]
+    return [r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in results]
+
 
 def test_action_is_a_composite_with_the_documented_inputs() -> None:
-    action = yaml.safe_load((REPO / "action.yml").read_text())
+    action = _action()
     assert action["runs"]["using"] == "composite"
     assert set(action["inputs"]) == {"paths", "args", "sarif-file", "upload", "fail-on-findings"}
     readme = (REPO / "README.md").read_text()
@@ -18,3 +71,45 @@ def test_action_is_a_composite_with_the_documented_inputs() -> None:
     assert any(step.get("uses", "").startswith("github/codeql-action/upload-sarif@") for step in steps)
     assert all("shell" in step for step in steps if "run" in step)  # composite run steps need a shell
     assert "--format sarif" in next(step["run"] for step in steps if step.get("id") == "check")
+    install = next(step["run"] for step in steps if step.get("name") == "Install pitfall-lint")
+    assert '"${{ github.action_path }}"' in install  # installs the copy it runs from, not a registry's
+
+
+def test_readme_uses_the_action_by_a_path_that_needs_no_tag() -> None:
+    (with_action, _) = _readme_workflow_snippets()
+    assert [step["uses"] for step in with_action] == ["actions/checkout@v4", "./tools/pitfall-lint"]
+
+
+def test_check_step_reports_the_workspace_and_never_the_vendored_copy(tmp_path: Path) -> None:
+    action = _action()
+    workspace = _workspace(tmp_path)
+    script = next(step["run"] for step in action["runs"]["steps"] if step.get("id") == "check")
+    values = {f"inputs.{name}": str(spec["default"]) for name, spec in action["inputs"].items()}
+    values["github.action_path"] = str(workspace / _vendored_path())
+    script = re.sub(r"\$\{\{\s*([\w.-]+)\s*\}\}", lambda m: values[m[1]], script)
+    env = _environment(tmp_path)
+    result = subprocess.run(["bash", "-c", script], cwd=workspace, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr  # findings are exit 1: the later step decides to fail the job
+    assert Path(env["GITHUB_OUTPUT"]).read_text() == "exit-code=1\n"
+    assert _sarif_paths(workspace / "pitfall-lint.sarif") == ["train.py"]
+    assert [line.split(",")[0] for line in result.stdout.splitlines()] == ["::error file=train.py"]
+
+
+def test_readme_steps_without_the_action_run_as_written(tmp_path: Path) -> None:
+    (_, by_hand) = _readme_workflow_snippets()
+    runs = [step["run"] for step in by_hand if "run" in step]
+    install, *checks = runs
+    assert install == f"pip install ./{_vendored_path()}"  # stood in for by this environment's pitfall-lint
+    assert by_hand[-1]["uses"].startswith("github/codeql-action/upload-sarif@")
+    sarif = by_hand[-1]["with"]["sarif_file"]
+    workspace = _workspace(tmp_path)
+    env = _environment(tmp_path)
+    for command in checks:  # GitHub runs `run:` steps with `bash -e`
+        result = subprocess.run(["bash", "-e", "-c", command], cwd=workspace, env=env, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+    assert _sarif_paths(workspace / sarif) == ["train.py"]
+    # An error (exit 2) must fail the step, not be swallowed like the findings.
+    (workspace / "pyproject.toml").write_text("[tool.pitfall-lint]\nselect = [\n")
+    result = subprocess.run(["bash", "-e", "-c", checks[0]], cwd=workspace, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.startswith(f"error: {workspace / 'pyproject.toml'}: invalid TOML: "), result.stderr

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import builtins
+import errno
+import io
 import json
 import os
 import subprocess
@@ -9,6 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
+
+from pitfall_lint.cli import main
 
 from marks import reported
 
@@ -127,3 +133,124 @@ def test_folder_without_python_files(tmp_path: Path) -> None:
 )
 def test_parser_limits_become_pfl000(source: str) -> None:
     assert {code for code, _ in reported(source.encode())} == {"PFL000"}
+
+
+def _deny_reading(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """chmod 000; and where the tests run as root, which reads whatever the mode says, the kernel's answer to
+    everyone else (EACCES from open and access) is given in this process, so the tests run in process."""
+    path.chmod(0)
+    if os.geteuid() != 0:
+        return
+    denied = os.path.abspath(path)
+    real_access, real_open = os.access, io.open
+
+    def access(name: object, mode: int, *args: object, **kwargs: object) -> bool:
+        return False if os.path.abspath(name) == denied else real_access(name, mode, *args, **kwargs)  # type: ignore[arg-type]
+
+    def open_(name: object, *args: object, **kwargs: object) -> object:
+        if isinstance(name, (str, os.PathLike)) and os.path.abspath(name) == denied:
+            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(name))
+        return real_open(name, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(os, "access", access)
+    monkeypatch.setattr(io, "open", open_)
+    monkeypatch.setattr(builtins, "open", open_)
+
+
+def check_in_process(*args: str):
+    return CliRunner().invoke(main, ["check", "--no-cache", "--format", "json", *args], catch_exceptions=False)
+
+
+def test_an_unreadable_named_file_gets_pfl000_and_the_others_are_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "locked.py").write_text(BAD_SAVE)
+    (tmp_path / "save.py").write_text(BAD_SAVE)
+    _deny_reading(tmp_path / "locked.py", monkeypatch)
+    result = check_in_process("locked.py", "save.py")
+    assert result.exit_code == 1, result.output
+    found = [(d["path"], d["code"], d["line"], d["message"]) for d in json.loads(result.stdout)["diagnostics"]]
+    assert found == [
+        ("locked.py", "PFL000", 1, "cannot read file: Permission denied"),
+        ("save.py", "PFL201", 4, found[1][3]),
+    ]
+
+
+def test_an_unreadable_folder_is_a_warning_and_the_others_are_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "locked").mkdir()
+    (tmp_path / "locked" / "save.py").write_text(BAD_SAVE)
+    (tmp_path / "save.py").write_text(BAD_SAVE)
+    (tmp_path / "locked").chmod(0)
+    if os.geteuid() == 0:  # root lists any folder: answer as the kernel answers everyone else
+        real_scandir = os.scandir
+
+        def scandir(name: str) -> object:
+            if os.path.abspath(name) == str(tmp_path / "locked"):
+                raise PermissionError(errno.EACCES, "Permission denied", name)
+            return real_scandir(name)
+
+        monkeypatch.setattr(os, "scandir", scandir)
+    try:
+        result = check_in_process(".")
+    finally:
+        (tmp_path / "locked").chmod(0o755)
+    assert result.exit_code == 1, result.output
+    assert [(d["path"], d["code"]) for d in json.loads(result.stdout)["diagnostics"]] == [("save.py", "PFL201")]
+    assert result.stderr == "warning: locked: cannot read the folder (Permission denied), skipped\n"
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (b'[tool.pitfall-lint]\nselect = ["PFL3"]  # \xff\n', "not UTF-8 (invalid start byte on line 2)"),
+        (b'[tool.pitfall-lint]\nselect = ["PFL3"]\n', "Permission denied"),
+    ],
+    ids=["non-utf8", "unreadable"],
+)
+def test_a_pyproject_that_cannot_be_read_is_a_one_line_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: bytes, reason: str
+) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "save.py").write_text(BAD_SAVE)
+    (tmp_path / "pyproject.toml").write_bytes(content)
+    if reason == "Permission denied":
+        _deny_reading(tmp_path / "pyproject.toml", monkeypatch)
+    monkeypatch.chdir(tmp_path / "sub")  # found from a subfolder, as the nearest configuration
+    result = check_in_process(".")
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == f"error: {tmp_path / 'pyproject.toml'}: cannot read: {reason}\n"
+
+
+def test_a_named_pipe_is_skipped_with_a_warning_never_read(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    os.mkfifo(tmp_path / "pkg" / "pipe.py")
+    os.mkfifo(tmp_path / "named.py")
+    (tmp_path / "pkg" / "save.py").write_text(BAD_SAVE)
+    for args in (["."], ["named.py", "pkg"]):
+        # A read of a pipe with no writer blocks for ever: the timeout turns a hang into a failure.
+        result = subprocess.run(
+            [sys.executable, "-m", "pitfall_lint", "check", "--format", "json", *args],
+            cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+        )
+        assert result.returncode == 1, result.stderr
+        assert diagnostics(result) == {("pkg/save.py", "PFL201", 4)}
+        warnings = [f"warning: {name}: not a regular file (a named pipe), skipped" for name in ("named.py", "pkg/pipe.py")]
+        assert result.stderr.splitlines() == warnings
+
+
+def test_verify_and_config_refuse_a_named_pipe(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "train.py")
+    os.mkfifo(tmp_path / "settings.toml")
+    (tmp_path / "save.py").write_text(BAD_SAVE)
+    for args, message in (
+        (["verify", "train.py"], "error: train.py: not a regular file (a named pipe)"),
+        (["check", "--config", "settings.toml", "save.py"], "error: settings.toml: cannot read: not a regular file"),
+    ):
+        result = subprocess.run(
+            [sys.executable, "-m", "pitfall_lint", *args], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False
+        )
+        assert (result.returncode, result.stderr) == (2, message + "\n")

@@ -61,3 +61,40 @@ def test_bad_baseline_is_a_one_line_error(project: Path, content: str) -> None:
 def test_missing_baseline(project: Path) -> None:
     result = check("--baseline", "nowhere.json")
     assert (result.exit_code, result.stderr) == (2, "error: nowhere.json: cannot read the baseline: No such file or directory\n")
+
+
+def test_paths_are_relative_to_the_baseline_so_any_working_folder_keeps_it(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (project / "pkg").mkdir()
+    (project / "train.py").rename(project / "pkg" / "train.py")
+    (project / "pkg" / "other.py").write_text(SETUP + "torch.save({}, 'a.pt')\ntorch.save({}, 'b.pt')\n")
+    monkeypatch.chdir(project / "pkg")  # written from a subfolder, into the folder above
+    assert check("--write-baseline", "../baseline.json").exit_code == 0
+    entries = json.loads((project / "baseline.json").read_text())
+    assert entries["version"] == 2
+    assert [(e["path"], e["line"]) for e in entries["findings"]] == [("pkg/other.py", 4), ("pkg/other.py", 5), ("pkg/train.py", 4)]
+    for folder, baseline in ((project, "baseline.json"), (project / "pkg", "../baseline.json")):
+        monkeypatch.chdir(folder)
+        result = check("--baseline", baseline)
+        assert (result.exit_code, found(result)) == (0, []), folder
+        text = CliRunner().invoke(main, ["check", "--no-cache", "--baseline", baseline], catch_exceptions=False)
+        assert text.stdout == "All checks passed! (2 files checked; 3 findings hidden by the baseline)\n"
+    (project / "pkg" / "train.py").write_text(SETUP + "torch.save({}, 'old.pt')\ntorch.save({}, 'new.pt')\n")
+    text = CliRunner().invoke(main, ["check", "--no-cache", "--baseline", "../baseline.json"], catch_exceptions=False)
+    assert text.exit_code == 1
+    assert text.stdout.splitlines()[-1] == "Found 1 diagnostic in 1 of 2 files checked; 3 findings hidden by the baseline."
+
+
+def test_a_format_1_baseline_is_still_read_relative_to_the_working_folder(project: Path) -> None:
+    check("--write-baseline", "baseline.json")
+    document = json.loads((project / "baseline.json").read_text())
+    (project / "baseline.json").write_text(json.dumps({**document, "version": 1}))
+    result = check("--baseline", "baseline.json")
+    assert (result.exit_code, found(result)) == (0, [])
+
+
+def test_an_unknown_baseline_format_is_a_one_line_error(project: Path) -> None:
+    (project / "baseline.json").write_text('{"version": 7, "findings": []}')
+    result = check("--baseline", "baseline.json")
+    assert (result.exit_code, result.stderr) == (
+        2, "error: baseline.json: baseline format 7 is not one this version reads (1 or 2): write it again\n"
+    )

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from pitfall_lint.cli import main
+from pitfall_lint.diagnostic import Diagnostic
 from pitfall_lint.engine import Engine
+from pitfall_lint.notebook import file_lines
+from pitfall_lint.report import FileLines
 from pitfall_lint.rules import all_rules
 
 from marks import REPO
@@ -105,3 +109,52 @@ def test_notebook_with_a_syntax_error_names_the_cell() -> None:
     data = notebook("import torch\ntorch.save({}, 'x.pt')\n", "x = (\n")
     (diagnostic,) = Engine(all_rules()).check_source("nb.ipynb", data).diagnostics
     assert (diagnostic.code, diagnostic.cell) == ("PFL000", 2)
+
+
+def _jupyter_text(cells: list[dict]) -> bytes:
+    """A notebook as Jupyter writes it (nbformat: indent 1, one source line per JSON line)."""
+    return (json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1) + "\n").encode()
+
+
+def test_file_lines_point_at_the_json_line_holding_each_source_line() -> None:
+    data = _jupyter_text([
+        {"cell_type": "markdown", "metadata": {}, "source": ["# \"source\": [\n", "text"]},
+        {"cell_type": "code", "metadata": {}, "outputs": [{"output_type": "stream", "name": "stdout", "text": ['"source": [\n']}],
+         "source": ["x = \"a\\\\b\"\n", "\n", "y = 'é'\n", "z = 1"]},
+        {"cell_type": "code", "metadata": {}, "outputs": [], "source": ["a = 1\n", "b = 2\nc = 3\n"]},  # two lines in one string
+        {"cell_type": "code", "metadata": {}, "outputs": [], "source": "p = 1\nq = 2\n"},  # the source as one string
+    ])
+    lines = file_lines(data)
+    text = data.decode().splitlines()
+    holding = {cell: [text[n - 1].strip() for n in numbers] for cell, numbers in lines.items()}
+    assert holding == {
+        2: ['"x = \\"a\\\\\\\\b\\"\\n",', '"\\n",', '"y = \'\\u00e9\'\\n",', '"z = 1"'],
+        3: ['"a = 1\\n",', '"b = 2\\nc = 3\\n"', '"b = 2\\nc = 3\\n"'],
+        4: ['"source": "p = 1\\nq = 2\\n"', '"source": "p = 1\\nq = 2\\n"'],
+    }
+
+
+def test_github_and_sarif_keep_the_cell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "nb.ipynb").write_bytes((FOLDER / "bad.ipynb").read_bytes())
+    monkeypatch.chdir(tmp_path)
+    in_file = (FOLDER / "bad.ipynb").read_text().splitlines()
+    at = next(n for n, text in enumerate(in_file, start=1) if '"mp.spawn(train' in text)  # cell 4, line 1
+    github = CliRunner().invoke(main, ["check", "--no-cache", "--format", "github", "nb.ipynb"]).stdout
+    assert github.startswith(
+        f"::error file=nb.ipynb,line={at},endLine={at},title=PFL308 spawn-from-notebook in cell 4%2C line 1%2C column 1"
+        "::PFL308 `spawn` of `train`"
+    )
+    assert at == 43
+    sarif = json.loads(CliRunner().invoke(main, ["check", "--no-cache", "--format", "sarif", "nb.ipynb"]).stdout)
+    (result,) = sarif["runs"][0]["results"]
+    assert result["locations"][0]["physicalLocation"]["region"] == {"startLine": at, "endLine": at}
+    assert result["message"]["text"].startswith("cell 4, line 1, column 1: `spawn` of `train`")
+    assert result["properties"] == {"notebookCell": 4, "cellLine": 1, "cellColumn": 1, "cellEndLine": 1, "cellEndColumn": 37}
+
+
+def test_a_notebook_that_cannot_be_located_gets_no_line_rather_than_a_wrong_one(tmp_path: Path) -> None:
+    diagnostic = Diagnostic(str(tmp_path / "gone.ipynb"), 1, 1, "PFL308", "spawn-from-notebook", 1, 5, "error", "m", cell=2)
+    assert FileLines()(diagnostic) is None
+    (tmp_path / "short.ipynb").write_bytes(notebook("x = 1\n", "y = 2\n"))
+    assert FileLines()(replace(diagnostic, path=str(tmp_path / "short.ipynb"), line=3, end_line=3)) is None
+    assert FileLines()(replace(diagnostic, path=str(tmp_path / "short.ipynb"))) == (1, 1)  # one-line JSON: line 1

@@ -148,6 +148,75 @@ def _describe(proc: subprocess.CompletedProcess[str]) -> str:
     )
 
 
+def _stage(workdir: Path, files: dict[str, bytes]) -> None:
+    _init_repo(workdir)
+    for name, data in files.items():
+        (workdir / name).parent.mkdir(parents=True, exist_ok=True)
+        (workdir / name).write_bytes(data)
+    _git(workdir, "add", "-A")
+
+
+def _run_on_staged(workdir: Path, env: dict[str, str], config: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """`pre-commit run` as the commit would: on the staged files."""
+    options = ["--config", str(config)] if config else []
+    return subprocess.run(
+        [sys.executable, "-m", "pre_commit", "run", *options, "--color", "never"],
+        cwd=workdir, env=env, capture_output=True, text=True, timeout=TIMEOUT_S,
+    )
+
+
+BAD_SAVE = (FIXTURE_DIR / "bad.py").read_bytes()
+NOTEBOOKS = REPO_ROOT / "fixtures" / "PFL308-spawn-from-notebook"
+EXCLUDE_THIRD_PARTY = b'[tool.pitfall-lint]\nexclude = ["third_party"]\n'
+# What is staged, and the diagnostic the hook must print (None: the hook must pass, having been given files).
+STAGED = {
+    "bad-python": ({"train.py": BAD_SAVE}, "train.py:24:5: PFL201 "),
+    "fixed-python": ({"train.py": (FIXTURE_DIR / "fixed.py").read_bytes()}, None),
+    "bad-notebook": ({"nb.ipynb": (NOTEBOOKS / "bad.ipynb").read_bytes()}, "nb.ipynb:cell 4:1:1: PFL308 "),
+    "fixed-notebook": ({"nb.ipynb": (NOTEBOOKS / "fixed.ipynb").read_bytes()}, None),
+    "excluded-folder": ({"pyproject.toml": EXCLUDE_THIRD_PARTY, "third_party/train.py": BAD_SAVE, "a/third_party/b/train.py": BAD_SAVE}, None),
+}
+
+
+def _assert_outcome(proc: subprocess.CompletedProcess[str], expected: str | None) -> None:
+    if expected is None:
+        assert proc.returncode == 0, _describe(proc)
+        # "Passed", not "Skipped": the hook must actually have been given the files.
+        assert re.search(rf"^{HOOK_ID}\.+Passed$", proc.stdout, re.MULTILINE), _describe(proc)
+    else:
+        assert proc.returncode == 1, _describe(proc)
+        assert [line for line in proc.stdout.splitlines() if line.startswith(expected)], _describe(proc)
+
+
+def _readme_hook_config() -> str:
+    """The pre-commit configuration exactly as the README shows it."""
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## pre-commit\n", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```yaml\n(.*?)```", section, re.DOTALL)
+    return block
+
+
+@pytest.mark.parametrize("case", STAGED)
+def test_readme_snippet_as_documented(case: str, tmp_path: Path) -> None:
+    """The README's `.pre-commit-config.yaml`, with pitfall-lint installed where git commits from (this test's
+    environment, first on PATH), on a repository with the case's files staged."""
+    files, expected = STAGED[case]
+    workdir = tmp_path / "repo"
+    workdir.mkdir()
+    _stage(workdir, {".pre-commit-config.yaml": _readme_hook_config().encode(), **files})
+    path = os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]
+    env = _clean_env(PRE_COMMIT_HOME=str(tmp_path / "pre-commit-home"), PATH=path)
+    _assert_outcome(_run_on_staged(workdir, env), expected)
+
+
+@pytest.mark.parametrize("case", ["bad-notebook", "excluded-folder"])
+def test_hook_repository_on_staged_files(case: str, hook_setup: HookSetup, tmp_path: Path) -> None:
+    """The hook of `.pre-commit-hooks.yaml` sees notebooks, and honours a folder exclusion of the configuration."""
+    files, expected = STAGED[case]
+    _stage(tmp_path, files)
+    _assert_outcome(_run_on_staged(tmp_path, hook_setup.env, hook_setup.config), expected)
+
+
 def test_hook_reports_unguarded_torch_save(
     hook_setup: HookSetup, tmp_path: Path
 ) -> None:

@@ -45,7 +45,7 @@ def run(root: Path, data_parallel: str = "auto") -> set[tuple[str, str, int]]:
     previous = os.getcwd()
     os.chdir(root)
     try:
-        files = discover(["."], Excluder([], root))
+        files = discover(["."], Excluder([], root), lambda _: None)
         settings = ProjectSettings(Excluder([], root), data_parallel)  # type: ignore[arg-type]
         results = check_paths([os.path.relpath(f) for f in files], list(all_rules()), settings, root, use_cache=False).results
     finally:

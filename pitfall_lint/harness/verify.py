@@ -184,7 +184,7 @@ def verify(
     path: str, options: VerifyOptions, rules: list[type[Rule]], progress: Callable[[str], None] = lambda _: None
 ) -> VerifyReport:
     if importlib.util.find_spec("torch") is None:
-        raise HarnessError("verify needs torch: pip install 'pitfall-lint[verify]' (install a CPU or CUDA build of torch first)")
+        raise HarnessError("verify needs torch: install a CPU or CUDA build of torch in this environment")
     if options.nproc < 2:
         raise HarnessError("--nproc must be at least 2: a pitfall of parallel training needs two replicas or ranks")
     try:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from pitfall_lint.diagnostic import Diagnostic, RuleInfo
+from pitfall_lint.notebook import NotebookError, file_lines
 
 
 @dataclass(frozen=True)
@@ -18,9 +19,38 @@ class Report:
     show_source: bool = False
     color: bool = False
     statistics: bool = False
+    hidden_by_baseline: int = 0  # findings left out because the baseline knows them; said in the text summary
 
 
 Writer = Callable[[Report, TextIO], None]
+
+
+class FileLines:
+    """The lines of the file itself that a finding spans. For a notebook finding (its line counts within its cell),
+    the lines of the .ipynb that hold those source lines, each notebook read once; None when that cannot be
+    told, for a place in the file is never given a wrong line."""
+
+    def __init__(self) -> None:
+        self._notebooks: dict[str, dict[int, tuple[int, ...]] | None] = {}
+
+    def __call__(self, d: Diagnostic) -> tuple[int, int] | None:
+        if d.cell is None:
+            return d.line, d.end_line
+        if d.path not in self._notebooks:
+            try:
+                with open(d.path, "rb") as handle:
+                    self._notebooks[d.path] = file_lines(handle.read())
+            except (OSError, NotebookError):
+                self._notebooks[d.path] = None
+        lines = (self._notebooks[d.path] or {}).get(d.cell, ())
+        if not 0 < d.line <= d.end_line <= len(lines):
+            return None
+        return lines[d.line - 1], lines[d.end_line - 1]
+
+
+def in_cell(d: Diagnostic) -> str:
+    """Where a notebook finding is in its cell, for formats whose positions are the file's: 'cell 4, line 1, column 1'."""
+    return f"cell {d.cell}, line {d.line}, column {d.column}"
 
 
 def writers() -> dict[str, Writer]:

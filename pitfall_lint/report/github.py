@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from pitfall_lint.report import Report
+from pitfall_lint.report import FileLines, Report, in_cell
 
 _LEVELS = {"error": "error", "warning": "warning", "info": "notice"}
 
@@ -18,16 +18,15 @@ def _escape_property(text: str) -> str:
 
 
 def write(report: Report, out: TextIO) -> None:
+    file_lines = FileLines()
     for d in report.diagnostics:
-        properties = ",".join(
-            f"{key}={_escape_property(str(value))}"
-            for key, value in (
-                ("file", d.path),
-                ("line", d.line),
-                ("col", d.column),
-                ("endLine", d.end_line),
-                ("endColumn", d.end_column),
-                ("title", f"{d.code} {d.name}"),
-            )
-        )
+        place: list[tuple[str, object]] = [("file", d.path)]
+        lines = file_lines(d)
+        if d.cell is None:
+            place += [("line", d.line), ("col", d.column), ("endLine", d.end_line), ("endColumn", d.end_column)]
+        elif lines is not None:
+            # The lines of the .ipynb that hold the source; columns there are the JSON's, so none is given.
+            place += [("line", lines[0]), ("endLine", lines[1])]
+        title = f"{d.code} {d.name}" + (f" in {in_cell(d)}" if d.cell is not None else "")
+        properties = ",".join(f"{key}={_escape_property(str(value))}" for key, value in (*place, ("title", title)))
         out.write(f"::{_LEVELS[d.severity]} {properties}::{_escape_data(f'{d.code} {d.message}')}\n")

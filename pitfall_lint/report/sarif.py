@@ -4,34 +4,46 @@ from __future__ import annotations
 
 import json
 from pathlib import PurePath
-from typing import TextIO
+from typing import Any, TextIO
 
 from pitfall_lint import __version__
 from pitfall_lint.diagnostic import Diagnostic
-from pitfall_lint.report import Report
+from pitfall_lint.report import FileLines, Report, in_cell
 
 _SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _LEVELS = {"error": "error", "warning": "warning", "info": "note"}
 
 
-def _location(path: str, region: dict[str, int], message: str | None = None) -> dict[str, object]:
-    location: dict[str, object] = {
-        "physicalLocation": {"artifactLocation": {"uri": PurePath(path).as_posix(), "uriBaseId": "%SRCROOT%"}, "region": region}
-    }
+def _location(path: str, region: dict[str, int] | None, message: str | None = None) -> dict[str, Any]:
+    physical: dict[str, Any] = {"artifactLocation": {"uri": PurePath(path).as_posix(), "uriBaseId": "%SRCROOT%"}}
+    if region is not None:
+        physical["region"] = region
+    location: dict[str, Any] = {"physicalLocation": physical}
     if message is not None:
         location["message"] = {"text": message}
     return location
 
 
-def _result(d: Diagnostic, rule_index: int) -> dict[str, object]:
-    region = {"startLine": d.line, "startColumn": d.column, "endLine": d.end_line, "endColumn": d.end_column}
-    result: dict[str, object] = {
+def _result(d: Diagnostic, index: int, file_lines: FileLines) -> dict[str, Any]:
+    lines = file_lines(d)
+    region: dict[str, int] | None = None
+    if d.cell is None:
+        region = {"startLine": d.line, "startColumn": d.column, "endLine": d.end_line, "endColumn": d.end_column}
+    elif lines is not None:
+        # The lines of the .ipynb that hold the source; columns there are the JSON's, so none is given.
+        region = {"startLine": lines[0], "endLine": lines[1]}
+    result: dict[str, Any] = {
         "ruleId": d.code,
-        "ruleIndex": rule_index,
+        "ruleIndex": index,
         "level": _LEVELS[d.severity],
-        "message": {"text": d.message},
+        "message": {"text": d.message if d.cell is None else f"{in_cell(d)}: {d.message}"},
         "locations": [_location(d.path, region)],
     }
+    if d.cell is not None:
+        result["properties"] = {
+            "notebookCell": d.cell, "cellLine": d.line, "cellColumn": d.column,
+            "cellEndLine": d.end_line, "cellEndColumn": d.end_column,
+        }
     if d.related:
         result["relatedLocations"] = [
             {"id": number, **_location(r.path, {"startLine": r.line}, r.message)} for number, r in enumerate(d.related, 1)
@@ -42,7 +54,8 @@ def _result(d: Diagnostic, rule_index: int) -> dict[str, object]:
 def write(report: Report, out: TextIO) -> None:
     rules = sorted(report.rules, key=lambda r: r.code)
     index = {rule.code: i for i, rule in enumerate(rules)}
-    results = [_result(d, index[d.code]) for d in report.diagnostics]
+    file_lines = FileLines()
+    results = [_result(d, index[d.code], file_lines) for d in report.diagnostics]
     log = {
         "$schema": _SCHEMA,
         "version": "2.1.0",

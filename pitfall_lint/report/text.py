@@ -56,9 +56,11 @@ def write(report: Report, out: TextIO) -> None:
         if report.show_source and d.cell is None:
             out.writelines(line + "\n" for line in _source(d, hints.get(d.code, ""), color))
     count = len(report.diagnostics)
+    hidden = report.hidden_by_baseline
+    baseline = f"; {hidden} {'finding' if hidden == 1 else 'findings'} hidden by the baseline" if hidden else ""
     if count:
         files = len({d.path for d in report.diagnostics})
         noun = "diagnostic" if count == 1 else "diagnostics"
-        out.write(f"Found {count} {noun} in {files} of {report.files_checked} files checked.\n")
+        out.write(f"Found {count} {noun} in {files} of {report.files_checked} files checked{baseline}.\n")
     else:
-        out.write(f"All checks passed! ({report.files_checked} files checked)\n")
+        out.write(f"All checks passed! ({report.files_checked} files checked{baseline})\n")
