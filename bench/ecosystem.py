@@ -1,6 +1,6 @@
 """Every rule over real repositories: what each finds there, and whether each finding is real.
 
-    python bench/ecosystem.py CORPUS_DIR... [--update] [--table]
+    python bench/ecosystem.py CORPUS_DIR... [--select PFL205,PFL207] [--update] [--table]
 
 Each CORPUS_DIR is a repository fetched for measurement (never committed), named by its folder; the
 repositories used, with their commits and kinds, are listed in bench/ecosystem-repos.json. Each is checked
@@ -34,13 +34,14 @@ from pitfall_lint.checking import ProjectSettings, check_paths  # noqa: E402
 from pitfall_lint.diagnostic import Diagnostic  # noqa: E402
 from pitfall_lint.files import Excluder, discover  # noqa: E402
 from pitfall_lint.rules import all_rules  # noqa: E402
+from pitfall_lint.rules.base import Rule  # noqa: E402
 
 SUMMARY = REPO / "bench" / "ecosystem-summary.json"
 VERDICTS = REPO / "bench" / "ecosystem-verdicts"
 MANIFEST = REPO / "bench" / "ecosystem-repos.json"
 
 
-def check(repository: Path) -> tuple[int, list[tuple[Diagnostic, str]]]:
+def check(repository: Path, rules: list[type[Rule]]) -> tuple[int, list[tuple[Diagnostic, str]]]:
     """The number of files and every diagnostic with its fingerprint; paths relative to the repository."""
     cwd = os.getcwd()
     os.chdir(repository)
@@ -48,7 +49,7 @@ def check(repository: Path) -> tuple[int, list[tuple[Diagnostic, str]]]:
         excluder = Excluder([], repository)
         files = [os.path.relpath(f) for f in discover(["."], excluder, lambda message: print(f"warning: {message}", file=sys.stderr))]
         # As `pitfall-lint check --select ALL .` in the repository: each file against its project.
-        results = check_paths(files, all_rules(), ProjectSettings(excluder), repository, use_cache=False).results
+        results = check_paths(files, rules, ProjectSettings(excluder), repository, use_cache=False).results
         found = sorted(d for result in results for d in result.diagnostics if d.code != "PFL000")
         return len(files), [(d, hashlib.blake2b(f"{d.path}\n{fingerprint(d)}".encode(), digest_size=8).hexdigest()) for d in found]
     finally:
@@ -88,9 +89,13 @@ def main() -> None:
     parser.add_argument("repositories", nargs="*", type=Path)
     parser.add_argument("--update", action="store_true", help="rewrite the summary with this run")
     parser.add_argument("--table", action="store_true", help="print the Markdown table of the summary")
+    parser.add_argument("--select", default="", help="only these codes (comma-separated): a quicker look; implies no --update")
     options = parser.parse_args()
+    chosen = [code.strip() for code in options.select.split(",") if code.strip()]
+    if chosen and options.update:
+        parser.error("--update records every rule: leave out --select")
     stored: dict = json.loads(SUMMARY.read_text()) if SUMMARY.exists() else {}
-    rules = [rule for rule in all_rules() if not rule.runtime_only]
+    rules = [rule for rule in all_rules() if not rule.runtime_only and (not chosen or rule.info.code in chosen)]
     default_on = {rule.info.code for rule in rules if rule.info.enabled_by_default}
     known = verdicts()
     current: dict[str, dict] = {}
@@ -100,7 +105,7 @@ def main() -> None:
         print(f"{'repository':<28}" + "".join(f"{r.info.code[3:]:>5}" for r in rules) + "  (PFL codes)")
     for repository in options.repositories:
         name = repository.resolve().name
-        files, found = check(repository.resolve())
+        files, found = check(repository.resolve(), list(rules))
         counts = Counter(d.code for d, _ in found)
         print(f"{name:<28}" + "".join(f"{counts.get(r.info.code, 0):>5}" for r in rules))
         findings: dict[str, list[dict]] = {}
