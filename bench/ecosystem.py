@@ -112,7 +112,10 @@ def main() -> None:
         for d, print_ in found:
             verdict = known.get(print_, {})
             findings.setdefault(d.code, []).append(
-                {"fingerprint": print_, "path": d.path, "line": d.line, "verdict": verdict.get("verdict"), "evidence": verdict.get("evidence")}
+                {
+                    "fingerprint": print_, "path": d.path, "line": d.line, "message": d.message,
+                    "verdict": verdict.get("verdict"), "evidence": verdict.get("evidence"),
+                }
             )
             if d.code in default_on and not verdict:
                 unjudged.append(f"  {print_} {name}/{d.path}:{d.line}: {d.code} {d.message}")

@@ -93,6 +93,39 @@ def test_case(name: str) -> None:
     assert_marks(dedent(CASES[name]))
 
 
+ENCODER = """
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+class Encoder(nn.Module):
+    def forward(self, padded, lengths, mask):
+        packed = pack_padded_sequence(padded, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        out, _ = self.rnn(packed)
+"""
+# What is done with the padded output `unpacked` decides: it must leave the module padded to the replica's length.
+OUTPUT_USES = {
+    "returned": ("unpacked, _ = pad_packed_sequence(out, batch_first=True)  # expect: PFL102", "return unpacked"),
+    "through-a-layer": ("unpacked, _ = pad_packed_sequence(out, batch_first=True)  # expect: PFL102", "return self.fc(F.relu(unpacked))"),
+    "in-a-tuple": ("unpacked = pad_packed_sequence(out, batch_first=True)[0]  # expect: PFL102", "return unpacked, lengths"),
+    "stored": ("unpacked, _ = pad_packed_sequence(out, batch_first=True)  # expect: PFL102", "self.last = unpacked.detach()"),
+    "renamed-then-returned": ("unpacked, _ = pad_packed_sequence(out, batch_first=True)  # expect: PFL102", "x = unpacked * mask[..., None]\n        return x.contiguous()"),
+    "re-packed": ("unpacked, _ = pad_packed_sequence(out, batch_first=True)", "again = pack_padded_sequence(unpacked, lengths.cpu(), batch_first=True, enforce_sorted=False)\n        return self.rnn2(again)[1]"),
+    "mean-over-time": ("unpacked, _ = pad_packed_sequence(out, batch_first=True)", "return unpacked.mean(dim=1)"),
+    "max-over-time-with-torch": ("unpacked, _ = pad_packed_sequence(out, batch_first=True)", "return torch.max(unpacked, 1)[0]"),
+    "attention-pooling": ("unpacked, _ = pad_packed_sequence(out, batch_first=True)", "weights = torch.softmax(self.att(unpacked), dim=1)\n        return (weights * unpacked).sum(1)"),
+    "last-step": ("unpacked, _ = pad_packed_sequence(out, batch_first=True)", "return self.fc(unpacked[:, -1])"),
+    "padded-back-with-pad": ("unpacked, _ = pad_packed_sequence(out, batch_first=True)", "unpacked = F.pad(unpacked, (0, 0, 0, mask.size(1) - unpacked.size(1)))\n        return unpacked"),
+    "padded-back-with-cat": ("unpacked, _ = pad_packed_sequence(out, batch_first=True)", "filler = unpacked.new_zeros(unpacked.size(0), mask.size(1) - unpacked.size(1), unpacked.size(2))\n        return torch.cat([unpacked, filler], dim=1)"),
+}
+
+
+@pytest.mark.parametrize("name", OUTPUT_USES)
+def test_the_padded_output_must_leave_the_module(name: str) -> None:
+    unpack, rest = OUTPUT_USES[name]
+    assert_marks(ENCODER + f"        {unpack}\n        {rest}\n")
+
+
 @pytest.mark.parametrize(
     ("call", "hint"),
     [

@@ -143,5 +143,33 @@ def test_distributed_files_are_recognised(setup: str) -> None:
     assert_marks("import torch\n" + setup + "torch.save({}, 'c.pt')  # expect: PFL201\n")
 
 
+@pytest.mark.parametrize(
+    "setup",
+    [
+        "import deepspeed\nengine, optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters())\n",
+        "from accelerate import Accelerator\naccelerator = Accelerator()\n",
+        "import lightning as L\nfabric = L.Fabric(strategy='ddp', devices=2)\n",
+        "from lightning.pytorch import Trainer\ntrainer = Trainer(devices=4)\n",
+        "import pytorch_lightning as pl\ntrainer = pl.Trainer(strategy='deepspeed_stage_2')\n",
+        "import colossalai\ncolossalai.launch_from_torch()\n",
+        "import horovod.torch as hvd\nhvd.init()\n",
+    ],
+)
+def test_frameworks_that_set_up_distributed_training(setup: str) -> None:
+    assert_marks("import torch\n" + setup + "torch.save({}, 'c.pt')  # expect: PFL201\n")
+
+
+@pytest.mark.parametrize(
+    "setup",
+    [
+        "import lightning as L\nfabric = L.Fabric(accelerator='cpu')\n",
+        "from lightning.pytorch import Trainer\ntrainer = Trainer(devices=1)\n",
+        "from accelerate.utils import set_seed\nset_seed(0)\n",
+    ],
+)
+def test_framework_calls_that_run_one_process(setup: str) -> None:
+    assert_marks("import torch\n" + setup + "torch.save({}, 'c.pt')\n")
+
+
 def test_single_process_script_is_not_flagged() -> None:
     assert_marks("import torch\nmodel = torch.nn.Linear(2, 2)\ntorch.save(model.state_dict(), 'c.pt')\n")

@@ -20,6 +20,16 @@ dataset = TensorDataset(torch.arange(8))
 """
 
 CASES = {
+    "megatron-tensor-parallel-group-reads-the-same-batches": """
+        from megatron.core import parallel_state
+        parallel_state.initialize_model_parallel(tensor_model_parallel_size=2)
+        loader = DataLoader(dataset, batch_size=2, shuffle=True)
+    """,
+    "torch-tensor-parallel": """
+        from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
+        model = parallelize_module(model, mesh, {"w1": ColwiseParallel()})
+        loader = DataLoader(dataset, batch_size=2, shuffle=True)
+    """,
     "shuffle-true": """
         loader = DataLoader(dataset, batch_size=2, shuffle=True)  # expect: PFL401
     """,

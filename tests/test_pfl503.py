@@ -15,6 +15,15 @@ import torch.nn as nn
 """
 
 CASES = {
+    "deepspeed-engine-zeroes-in-its-step": """
+        import deepspeed
+        def train(model, loader, optimizer):
+            engine = deepspeed.initialize(model=model, optimizer=optimizer)[0]
+            for x, y in loader:
+                loss = engine(x).sub(y).pow(2).mean()
+                engine.backward(loss)
+                engine.step()
+    """,
     "for-loop": """
         def train(model, loader, optimizer):
             for x, y in loader:

@@ -34,6 +34,7 @@ def main(model):
 
 
 def write(root: Path, files: dict[str, str]) -> None:
+    root.mkdir(parents=True, exist_ok=True)
     (root / "pyproject.toml").write_text("")
     for name, source in files.items():
         path = root / name
@@ -201,6 +202,15 @@ SAVES = {
         "store.py": SAVE_HELPER.format(mark=""),
         "export.py": "from store import save_weights\ndef main(model):\n    save_weights(model, 'w.pt')\n",
     },
+    "spawn-index-of-a-worker-spawned-from-another-file": {
+        "worker.py": "import torch\nimport torch.distributed as dist\ndef run(proc, world):\n"
+        "    dist.init_process_group('gloo', rank=proc, world_size=world)\n    if proc == 0:\n        torch.save({}, 'c.pt')\n",
+        "launch.py": "import torch.multiprocessing as mp\nfrom worker import run\nif __name__ == '__main__':\n    mp.spawn(run, args=(2,), nprocs=2)\n",
+    },
+    "the-same-worker-that-nothing-spawns": {
+        "worker.py": "import torch\nimport torch.distributed as dist\ndef run(proc, world):\n"
+        "    dist.init_process_group('gloo', rank=proc, world_size=world)\n    if proc == 0:\n        torch.save({}, 'c.pt')  # expect: PFL201\n",
+    },
     "mutual-recursion-does-not-hang": {
         "a.py": "import torch\nfrom b import g\ndef f(m, n):\n    torch.save(m, 'x.pt')  # expect: PFL201\n    g(m, n)\n",
         "b.py": "from a import f\ndef g(m, n):\n    f(m, n - 1)\n",
@@ -242,3 +252,45 @@ LOADS = {
 @pytest.mark.parametrize("name", sorted(LOADS))
 def test_loads(tmp_path: Path, name: str) -> None:
     assert_project(tmp_path, LOADS[name])
+
+
+def test_a_summary_depends_on_its_file_alone(tmp_path: Path) -> None:
+    """Summaries are cached by content: the project around a file must not change its summary, even where the
+    rules' reading of it does change (the spawn index of a function spawned from another file)."""
+    from pitfall_lint.project.model import ProjectModel
+
+    worker = (
+        "import torch\nimport torch.distributed as dist\ndef save_all():\n    torch.save({}, 'c.pt')\n"
+        "def run(proc, world):\n    dist.init_process_group('gloo', rank=proc, world_size=world)\n"
+        "    if proc == 0:\n        save_all()\n        torch.save({}, 'last.pt')\n"
+    )
+    launch = "import torch.multiprocessing as mp\nfrom worker import run\nif __name__ == '__main__':\n    mp.spawn(run, args=(2,), nprocs=2)\n"
+    alone, together = tmp_path / "alone", tmp_path / "together"
+    write(alone, {"worker.py": worker})
+    write(together, {"worker.py": worker, "launch.py": launch})
+    summaries = []
+    for root in (alone, together):
+        model = ProjectModel(str(root), [str(p) for p in root.glob("*.py")])
+        summaries.append(model.summary(str(root / "worker.py")))
+    assert summaries[0] is not None and summaries[0] == summaries[1]
+    (call,) = [c for c in summaries[0].calls if c.callee == "save_all"]
+    assert not call.guarded  # `proc` is the spawn index only in the second project: the summary cannot say
+    # The rules, which may ask the project, read the direct guard differently in the two projects; the guard
+    # around the helper's call is read from the summary, where the spawn index of another file is not known.
+    assert run(alone) == {("worker.py", "PFL201", 4), ("worker.py", "PFL201", 9)}
+    assert run(together) == {("worker.py", "PFL201", 4)}
+
+
+def test_a_caller_that_passes_a_per_rank_path(tmp_path: Path) -> None:
+    """mmengine's shape: the helper saves to the path it is given; a caller gives every rank its own file."""
+    assert_project(tmp_path, {
+        "ckpt.py": "import torch\ndef save_checkpoint(state, filename):\n    torch.save(state, filename)\n",
+        "strategy.py": DDP_TRAIN + "import torch.distributed as dist\nfrom ckpt import save_checkpoint\n"
+        "class Strategy:\n    def save(self, state, folder):\n        name = f'{folder}/rank{dist.get_rank()}.pth'\n"
+        "        save_checkpoint(state, name)\n",
+    })
+    assert_project(tmp_path / "shared", {
+        "ckpt.py": "import torch\ndef save_checkpoint(state, filename):\n    torch.save(state, filename)  # expect: PFL201\n",
+        "strategy.py": DDP_TRAIN + "from ckpt import save_checkpoint\nclass Strategy:\n    def save(self, state, folder):\n"
+        "        save_checkpoint(state, f'{folder}/latest.pth')\n",
+    })

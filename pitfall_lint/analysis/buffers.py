@@ -1,12 +1,21 @@
-"""In-memory file objects: a save into or a load from `io.BytesIO` touches no shared file or device path."""
+"""Save targets that no two processes share: in-memory buffers, per-rank paths, per-process temporary folders."""
 
 from __future__ import annotations
 
 import ast
 from collections.abc import Sequence
 
+from pitfall_lint.analysis.ranks import depends_on_rank
 from pitfall_lint.analysis.scopes import enclosing_function, local_value
 from pitfall_lint.context import FileContext
+
+# pytest's fixtures: a folder per test, and per test process under pytest-xdist.
+_PYTEST_FOLDERS = frozenset({"tmp_path", "tmpdir", "tmp_path_factory", "tmpdir_factory"})
+# A fresh, unique name on every call, so on every process.
+_UNIQUE_TEMPORARIES = frozenset(
+    {"tempfile.mkdtemp", "tempfile.mkstemp", "tempfile.TemporaryDirectory", "tempfile.NamedTemporaryFile", "tempfile.TemporaryFile"}
+)
+_MAX_DEPTH = 3
 
 
 def is_in_memory_buffer(ctx: FileContext, target: ast.expr, ancestors: Sequence[ast.AST]) -> bool:
@@ -15,3 +24,27 @@ def is_in_memory_buffer(ctx: FileContext, target: ast.expr, ancestors: Sequence[
         value = local_value(target.id, enclosing_function(ancestors), target.lineno, ctx.tree)
         target = value if isinstance(value, ast.expr) else target
     return isinstance(target, ast.Call) and ctx.qualified_name(target.func, ancestors) == "io.BytesIO"
+
+
+def _per_process_folder(ctx: FileContext, path: ast.AST, ancestors: Sequence[ast.AST], depth: int = 0) -> bool:
+    """Built from pytest's tmp_path (and relatives) or from a unique temporary name, through local variables."""
+    function = enclosing_function(ancestors)
+    for node in ast.walk(path):
+        if isinstance(node, ast.Name) and node.id in _PYTEST_FOLDERS:
+            return True
+        if isinstance(node, ast.Call) and ctx.qualified_name(node.func, ancestors) in _UNIQUE_TEMPORARIES:
+            return True
+        if isinstance(node, ast.Name) and depth < _MAX_DEPTH:
+            value = local_value(node.id, function, node.lineno, ctx.tree)
+            if value is not None and _per_process_folder(ctx, value, ancestors, depth + 1):
+                return True
+    return False
+
+
+def writes_per_process(ctx: FileContext, target: ast.expr, ancestors: Sequence[ast.AST]) -> bool:
+    """Whether every process writes its own target: the rank in the path, a buffer, a per-process folder."""
+    return (
+        depends_on_rank(ctx, target, ancestors)
+        or is_in_memory_buffer(ctx, target, ancestors)
+        or _per_process_folder(ctx, target, ancestors)
+    )

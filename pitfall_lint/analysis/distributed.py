@@ -10,9 +10,30 @@ from pitfall_lint.context import FileContext
 # resolution. Only calls count: a test that mocks or isinstance-checks DDP sets nothing up.
 _SETUP_CALLS = frozenset({"init_process_group", "DistributedDataParallel", "FullyShardedDataParallel"})
 _LAUNCHER_VARIABLES = frozenset({"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"})
+# Frameworks that start the process group themselves: the script is distributed all the same.
+_FRAMEWORK_SETUPS = {
+    "deepspeed.initialize": "deepspeed.initialize",
+    "deepspeed.init_distributed": "deepspeed.init_distributed",
+    "accelerate.Accelerator": "accelerate's Accelerator",
+    "accelerate.accelerator.Accelerator": "accelerate's Accelerator",
+    "colossalai.launch": "colossalai.launch",
+    "colossalai.launch_from_torch": "colossalai.launch_from_torch",
+    "colossalai.launch_from_slurm": "colossalai.launch_from_slurm",
+    "colossalai.launch_from_openmpi": "colossalai.launch_from_openmpi",
+    "horovod.torch.init": "horovod's init",
+}
+# Lightning's entry points distribute when given a multi-process strategy or several devices or nodes.
+_LIGHTNING_ENTRIES = frozenset({"Trainer", "Fabric"})
+_LIGHTNING_ROOTS = ("lightning", "pytorch_lightning", "lightning_fabric")
+_MULTI_PROCESS_STRATEGY = ("ddp", "fsdp", "deepspeed", "xla", "horovod")
 # The trigger words of a rule that needs a distributed file: one of them is in every file that
-# sets_up_distributed() recognises ("RANK" and "WORLD_SIZE" also match their LOCAL_ forms).
-DISTRIBUTED_TRIGGERS: tuple[str, ...] = (*sorted(_SETUP_CALLS), "RANK", "WORLD_SIZE")
+# sets_up_distributed() recognises ("RANK" and "WORLD_SIZE" also match their LOCAL_ forms; "ddp", "fsdp" and
+# "deepspeed" Lightning's strategies, "Accelerator", "colossalai" and "horovod" those frameworks).
+DISTRIBUTED_TRIGGERS: tuple[str, ...] = (
+    *sorted(_SETUP_CALLS), "RANK", "WORLD_SIZE", "deepspeed", "Accelerator", "colossalai", "horovod", "ddp", "fsdp",
+)
+# Tensor-parallel set-ups: every rank of a group must read the same batches.
+_TENSOR_PARALLEL_CALLS = frozenset({"initialize_model_parallel", "parallelize_module"})
 _ENVIRONMENT_READERS = ("environ.get", "getenv", "environ.setdefault")
 _LAUNCHER_ENVIRONMENT = "torchrun's environment"
 
@@ -31,11 +52,30 @@ def _is_launcher_variable(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and node.value in _LAUNCHER_VARIABLES
 
 
+def _lightning_distributes(qualified: str, call: ast.Call) -> bool:
+    if not (qualified.partition(".")[0] in _LIGHTNING_ROOTS and qualified.rpartition(".")[2] in _LIGHTNING_ENTRIES):
+        return False
+    for keyword in call.keywords:
+        value = keyword.value
+        if keyword.arg == "strategy" and isinstance(value, ast.Constant) and isinstance(value.value, str):
+            if value.value.startswith(_MULTI_PROCESS_STRATEGY):
+                return True
+        if keyword.arg in ("devices", "num_nodes", "gpus") and isinstance(value, ast.Constant) and isinstance(value.value, int):
+            if value.value > 1 or value.value == -1:
+                return True
+    return False
+
+
 def setup_kind(ctx: FileContext, node: ast.AST) -> str | None:
     """What about `node` sets up distributed training, None when nothing does."""
     if isinstance(node, ast.Call):
+        full = ctx.qualified_name(node.func, []) or ""
+        if full in _FRAMEWORK_SETUPS:
+            return _FRAMEWORK_SETUPS[full]
+        if _lightning_distributes(full, node):
+            return f"Lightning's {full.rpartition('.')[2]} with several processes"
         # The spelling (`DistributedDataParallel(...)`) or a module-level alias (`DDP(...)`).
-        qualified = (ctx.qualified_name(node.func, []) or "").rpartition(".")[2]
+        qualified = full.rpartition(".")[2]
         for name in (_last_name(node.func), qualified):
             if name in _SETUP_CALLS:
                 return name
@@ -75,3 +115,13 @@ def distributed_setups(ctx: FileContext) -> list[tuple[str, int]]:
 
 def sets_up_distributed(ctx: FileContext) -> bool:
     return bool(distributed_setups(ctx))
+
+
+def uses_tensor_parallelism(ctx: FileContext) -> bool:
+    """Megatron's `initialize_model_parallel(tensor_model_parallel_size=N)`, torch's `parallelize_module`."""
+    key = ("tensor-parallel",)
+    if key not in ctx.memo:
+        ctx.memo[key] = any(
+            isinstance(node, ast.Call) and _last_name(node.func) in _TENSOR_PARALLEL_CALLS for node in ast.walk(ctx.tree)
+        )
+    return ctx.memo[key]  # type: ignore[return-value]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import bisect
+import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -77,14 +79,16 @@ def mentions_name(node: ast.AST, name: str) -> bool:
     return is_name(node, name) or any(mentions_name(child, name) for child in ast.iter_child_nodes(node))
 
 
-def assignments_in(scope: ast.AST) -> list[ast.Assign]:
-    """Assignments that run in this scope itself, not in the functions or classes it defines."""
-    found, todo = [], list(ast.iter_child_nodes(scope))
+def assignments_in(scope: ast.AST) -> list[ast.Assign | ast.With | ast.AsyncWith]:
+    """Assignments (and `with ... as` bindings) that run in this scope itself, not in the functions or classes it
+    defines."""
+    found: list[ast.Assign | ast.With | ast.AsyncWith] = []
+    todo = list(ast.iter_child_nodes(scope))
     while todo:
         node = todo.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             continue
-        if isinstance(node, ast.Assign):
+        if isinstance(node, (ast.Assign, ast.With, ast.AsyncWith)):
             found.append(node)
         todo.extend(ast.iter_child_nodes(node))
     return found
@@ -94,6 +98,48 @@ def _binds(target: ast.expr, name: str, unpacked: bool) -> bool:
     if isinstance(target, ast.Name):
         return target.id == name
     return unpacked and isinstance(target, (ast.Tuple, ast.List)) and any(_binds(e, name, True) for e in target.elts)
+
+
+# Assignments by name per scope, built once per scope: a lookup is then a binary search, not a walk.
+_ASSIGNMENTS: weakref.WeakKeyDictionary[ast.AST, tuple[dict[str, list[tuple[int, ast.expr]]], ...]] = weakref.WeakKeyDictionary()
+
+
+def _names_in(target: ast.expr) -> list[str]:
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [name for element in target.elts for name in _names_in(element)]
+    return []
+
+
+def _assignment_index(scope: ast.AST, whole: bool) -> tuple[dict[str, list[tuple[int, ast.expr]]], ...]:
+    """(direct, unpacked): `name = value` and `name, other = value`, by name, in line order."""
+    found = _ASSIGNMENTS.get(scope)
+    if found is None:
+        direct: dict[str, list[tuple[int, ast.expr]]] = {}
+        unpacked: dict[str, list[tuple[int, ast.expr]]] = {}
+        for node in ast.walk(scope) if whole else assignments_in(scope):
+            if isinstance(node, ast.Assign):
+                bindings = [(target, node.value) for target in node.targets]
+            elif isinstance(node, (ast.With, ast.AsyncWith)):
+                # `with io.BytesIO() as f:` binds `f` to what the expression gives, for what a value is traced for
+                bindings = [(item.optional_vars, item.context_expr) for item in node.items if item.optional_vars is not None]
+            else:
+                continue
+            for target, value in bindings:
+                table = direct if isinstance(target, ast.Name) else unpacked
+                for name in _names_in(target):
+                    table.setdefault(name, []).append((node.lineno, value))
+        for table in (direct, unpacked):
+            for entries in table.values():
+                entries.sort(key=lambda entry: entry[0])
+        found = _ASSIGNMENTS[scope] = (direct, unpacked)
+    return found
+
+
+def _last_before(entries: list[tuple[int, ast.expr]], before_line: int) -> tuple[int, ast.expr] | None:
+    index = bisect.bisect_left(entries, before_line, key=lambda entry: entry[0])
+    return entries[index - 1] if index else None
 
 
 def local_value(
@@ -106,16 +152,33 @@ def local_value(
     scope: ast.AST | None = function if function is not None else module
     if scope is None:
         return None
-    value = None
-    latest = 0
-    for node in ast.walk(scope) if function is not None else assignments_in(scope):
-        if (
-            isinstance(node, ast.Assign)
-            and latest <= node.lineno < before_line
-            and any(_binds(t, name, unpacked) for t in node.targets)
-        ):
-            value, latest = node.value, node.lineno
-    return value
+    direct, packed = _assignment_index(scope, whole=function is not None)
+    found = [e for e in (_last_before(direct.get(name, []), before_line),) if e is not None]
+    if unpacked:
+        found += [e for e in (_last_before(packed.get(name, []), before_line),) if e is not None]
+    return max(found, key=lambda entry: entry[0])[1] if found else None
+
+
+def parameter_slots(expr: ast.AST, function: Function, ancestors: Sequence[ast.AST], depth: int = 0) -> list[str]:
+    """The parameters of `function` that `expr` is built from (through its local variables), as callers pass them:
+    the position (a method's `self` not counted) and the name, `["1", "path"]` for `def save(obj, path)`."""
+    positional = [a.arg for a in [*function.args.posonlyargs, *function.args.args]]
+    keyword_only = {a.arg for a in function.args.kwonlyargs}
+    bound_to_instance = bool(ancestors) and isinstance(ancestors[-1], ast.ClassDef) and "staticmethod" not in decorator_names(function)
+    offset = 1 if bound_to_instance and positional else 0
+    slots: list[str] = []
+    for node in ast.walk(expr):
+        if not isinstance(node, ast.Name):
+            continue
+        if node.id in positional and positional.index(node.id) >= offset:
+            slots += [str(positional.index(node.id) - offset), node.id]
+        elif node.id in keyword_only:
+            slots.append(node.id)
+        elif depth < 3:
+            value = local_value(node.id, function, node.lineno)
+            if value is not None:
+                slots += parameter_slots(value, function, ancestors, depth + 1)
+    return list(dict.fromkeys(slots))
 
 
 def is_rebound_between(name: str, scope: ast.AST, after_line: int, before_line: int) -> bool:
@@ -136,9 +199,13 @@ def names_bound_before(function: Function | None, module: ast.Module, before_lin
     scope: ast.AST = function if function is not None else module
     for node in sorted(assignments_in(scope), key=lambda n: n.lineno):
         if node.lineno < before_line:
-            for target in node.targets:
+            if isinstance(node, ast.Assign):
+                bindings = [(target, node.value) for target in node.targets]
+            else:
+                bindings = [(item.optional_vars, item.context_expr) for item in node.items if item.optional_vars is not None]
+            for target, value in bindings:
                 if isinstance(target, ast.Name):
-                    bound[target.id] = node.value
+                    bound[target.id] = value
     return bound
 
 
@@ -155,20 +222,25 @@ def is_main_guard(test: ast.expr, equal: bool = True) -> bool:
 
 
 def preceded_by(
-    ctx: FileContext, node: ast.AST, ancestors: Sequence[ast.AST], predicate: Callable[[FileContext, ast.stmt], bool]
+    ctx: FileContext,
+    node: ast.AST,
+    ancestors: Sequence[ast.AST],
+    predicate: Callable[[FileContext, ast.stmt, Sequence[ast.AST]], bool],
 ) -> bool:
     """Whether a statement before `node`, in one of the blocks that enclose it, satisfies the predicate.
 
     Each block is read once per predicate (where its first match stands, and each statement's place), so that
     asking for every statement of a long block stays linear."""
     chain = [*ancestors, node]
-    for parent, child in zip(chain, chain[1:]):
+    for index, (parent, child) in enumerate(zip(chain, chain[1:])):
         for field in ("body", "orelse", "finalbody"):
             block = getattr(parent, field, None)
             if type(block) is list and block:
                 key = ("preceded-by", predicate, id(block))
                 if key not in ctx.memo:
-                    first = next((i for i, statement in enumerate(block) if predicate(ctx, statement)), len(block))
+                    # The predicate gets the statements' ancestors (the block's parent and up) to read them in scope.
+                    scope = chain[: index + 1]
+                    first = next((i for i, statement in enumerate(block) if predicate(ctx, statement, scope)), len(block))
                     ctx.memo[key] = (first, {id(statement): i for i, statement in enumerate(block)})
                 first, places = ctx.memo[key]  # type: ignore[misc]
                 place = places.get(id(child))

@@ -16,6 +16,10 @@ _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 _NOT_OPTIMIZER_MODULES = frozenset({"lr_scheduler", "swa_utils"})
 
 
+# Engines whose `step()` also zeroes the gradients (DeepSpeed's engine calls zero_grad after stepping).
+SELF_ZEROING_ENGINES = frozenset({"deepspeed.initialize"})
+
+
 def is_optimizer_class(qualified: str | None) -> bool:
     """`torch.optim.SGD`, `torch.optim.adamw.AdamW`; not `torch.optim.lr_scheduler.StepLR`."""
     if not qualified or not qualified.startswith("torch.optim."):

@@ -419,23 +419,42 @@ class ProjectModel:
 
         return self._memoised(("callers-restricted", path, name, depth), compute)  # type: ignore[return-value]
 
-    def every_rank_caller(self, path: str, name: str, depth: int = 0) -> Evidence | None:
-        """A call, in code that sets up distributed training, that runs the function on every rank; else None."""
+    def every_rank_caller(self, path: str, name: str, slots: Sequence[str] = (), depth: int = 0) -> Evidence | None:
+        """A call, in code that sets up distributed training, that runs the function on every rank; else None.
+        `slots`: the parameter (position, name) the function writes to: a call that passes a per-rank value there
+        gives every rank its own file."""
 
         def compute() -> Evidence | None:
             for site_path, site in self._call_sites(path, name):
                 if site.guarded or (site.caller and self.callers_restricted(site_path, site.caller) is not None):
                     continue
+                if any(slot in site.per_rank for slot in slots):
+                    continue
                 summary = self.summary(site_path)
                 if summary is not None and summary.distributed:
                     return [self.display(site_path), site.line]
                 if site.caller and depth < _MAX_DEPTH:
-                    found = self.every_rank_caller(site_path, site.caller, depth + 1)
+                    found = self.every_rank_caller(site_path, site.caller, (), depth + 1)
                     if found is not None:
                         return found
             return None
 
-        return self._memoised(("every-rank-caller", path, name, depth), compute)  # type: ignore[return-value]
+        return self._memoised(("every-rank-caller", path, name, tuple(slots), depth), compute)  # type: ignore[return-value]
+
+    def spawn_site(self, path: str, name: str) -> Evidence | None:
+        """Where `torch.multiprocessing.spawn` (or start_processes) starts this function, if anywhere: its first
+        parameter is then the process index, the rank of a one-node job."""
+
+        def compute() -> Evidence | None:
+            owner, _, short = name.rpartition(".")
+            for site_path in self._possible_callers(path, owner, short):
+                summary = self.summary(site_path)
+                for ref, line in summary.spawns if summary else ():
+                    if ref.rpartition(".")[2] == short and self.resolve(site_path, ref)[1:] == (path, name):
+                        return [self.display(site_path), line]
+            return None
+
+        return self._memoised(("spawn-site", path, name), compute)  # type: ignore[return-value]
 
     def wrapper_checkpoint(self, name: str) -> Evidence | None:
         """Where the project saves a wrapper's state_dict (`module.` keys) to a file of this name, if it does."""
@@ -462,6 +481,7 @@ _QUESTIONS = {
     "callers-restricted": "callers_restricted",
     "every-rank-caller": "every_rank_caller",
     "wrapper-checkpoint": "wrapper_checkpoint",
+    "spawn-site": "spawn_site",
 }
 
 Question = tuple[str, tuple, object]  # (question, arguments, answer)
@@ -469,6 +489,8 @@ Question = tuple[str, tuple, object]  # (question, arguments, answer)
 
 class ProjectView:
     """One file's window on the project: questions about its own definitions, each answer recorded."""
+
+    online = True
 
     def __init__(self, model: ProjectModel, path: str) -> None:
         self.model = model
@@ -480,6 +502,10 @@ class ProjectView:
         if key not in self.asked:
             self.asked[key] = self.model.ask(question, *arguments)
         return self.asked[key]
+
+    def offline(self) -> ProjectView:
+        """The same file with no project around it, for its summary: phase 1 must read one file only."""
+        return _OfflineView(self.model, self.path)
 
     def questions(self) -> tuple[Question, ...]:
         return tuple((question, arguments, answer) for (question, arguments), answer in self.asked.items())
@@ -496,14 +522,27 @@ class ProjectView:
     def callers_restricted(self, function: Definition, ancestors: Sequence[ast.AST]) -> Evidence | None:
         return self._ask("callers-restricted", self.path, definition_name(function, ancestors))  # type: ignore[return-value]
 
-    def every_rank_caller(self, function: Definition, ancestors: Sequence[ast.AST]) -> Evidence | None:
-        return self._ask("every-rank-caller", self.path, definition_name(function, ancestors))  # type: ignore[return-value]
+    def every_rank_caller(self, function: Definition, ancestors: Sequence[ast.AST], slots: Sequence[str] = ()) -> Evidence | None:
+        return self._ask("every-rank-caller", self.path, definition_name(function, ancestors), tuple(slots))  # type: ignore[return-value]
 
     def wrapper_checkpoint(self, name: str) -> Evidence | None:
         return self._ask("wrapper-checkpoint", name)  # type: ignore[return-value]
 
+    def spawn_site(self, function: Definition, ancestors: Sequence[ast.AST]) -> Evidence | None:
+        return self._ask("spawn-site", self.path, definition_name(function, ancestors))  # type: ignore[return-value]
+
 
 Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+
+
+class _OfflineView(ProjectView):
+    """Answers every question as a file alone would, without asking the project."""
+
+    online = False
+    _ALONE: dict[str, object] = {"module-class": False, "methods": {}}
+
+    def _ask(self, question: str, *arguments: object) -> object:
+        return self._ALONE.get(question)
 
 
 def still_answered(model: ProjectModel, questions: Sequence[Sequence]) -> bool:

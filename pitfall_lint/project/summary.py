@@ -17,13 +17,13 @@ from typing import Any
 
 from pitfall_lint.analysis.distributed import DISTRIBUTED_TRIGGERS, SETUP_NODES, setup_kind
 from pitfall_lint.analysis.modules import method_kind
-from pitfall_lint.analysis.ranks import is_locally_restricted
+from pitfall_lint.analysis.ranks import depends_on_rank, is_locally_restricted
 from pitfall_lint.analysis.scopes import FUNCTIONS, definition_name, enclosing_function, local_value, scope_path, self_name
 from pitfall_lint.analysis.wrappers import checkpoint_key, saved_wrapper_states
 from pitfall_lint.context import FileContext
 from pitfall_lint.traversal import Handler, traverse
 
-FORMAT = 1  # bump when a field changes: cached summaries of another format are computed afresh
+FORMAT = 2  # bump when a field changes: cached summaries of another format are computed afresh
 
 UNKNOWN = "?"  # a wrapped or returned module whose class cannot be told from the source
 _DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.data_parallel"})
@@ -63,6 +63,7 @@ class CallSite:
     callee: str  # ref
     line: int
     guarded: bool  # restricted to one rank by the caller's own code
+    per_rank: tuple[str, ...] = ()  # the arguments (position or keyword) whose value differs from rank to rank
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +108,7 @@ class FileSummary:
             functions=pairs(functions),
             imports=pairs(imports),
             returns=pairs(returns),
-            calls=tuple(CallSite(*c) for c in calls),
+            calls=tuple(CallSite(caller, callee, line, guarded, tuple(per_rank)) for caller, callee, line, guarded, per_rank in calls),
             wraps=tuple(WrapSite(*w) for w in wraps),
             distributed=pairs(distributed),
             spawns=pairs(spawns),
@@ -276,7 +277,12 @@ class _Builder:
         callee = reader.callee_ref(node.func, ancestors, qualified or None) if isinstance(node.func, (ast.Name, ast.Attribute)) else None
         if callee is None:
             return
-        self.calls.append(CallSite(caller, callee, node.lineno, is_locally_restricted(ctx, node, ancestors)))
+        per_rank = tuple(
+            slot
+            for slot, argument in [*((str(i), a) for i, a in enumerate(node.args)), *((k.arg, k.value) for k in node.keywords if k.arg)]
+            if not isinstance(argument, ast.Constant) and depends_on_rank(ctx, argument, ancestors)
+        )
+        self.calls.append(CallSite(caller, callee, node.lineno, is_locally_restricted(ctx, node, ancestors), per_rank))
         owner = _owner_class(ancestors)
         if owner is not None and not callee.startswith("*."):
             self.classes[id(owner[1])][2].append(callee)
@@ -319,6 +325,10 @@ _DISTRIBUTED_WORDS = tuple(word.encode() for word in DISTRIBUTED_TRIGGERS)
 
 def summarize(ctx: FileContext) -> FileSummary:
     walk = ctx.for_another_walk()
+    # A summary is of this file alone (it is cached by this file's content): no question to the project, and no
+    # fact shared with the rules' walk, where the project's answers may have shaped it.
+    walk.project = ctx.project.offline()
+    walk.memo = {}
     builder = _Builder(walk)
     traverse(walk, builder.handlers())
     return builder.summary()

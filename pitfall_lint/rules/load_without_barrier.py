@@ -6,7 +6,7 @@ import ast
 
 from pitfall_lint.analysis.distributed import DISTRIBUTED_TRIGGERS, sets_up_distributed
 from pitfall_lint.analysis.buffers import is_in_memory_buffer
-from pitfall_lint.analysis.ranks import is_restricted_to_one_rank, mentions_rank
+from pitfall_lint.analysis.ranks import is_rank_test, is_restricted_to_one_rank
 from pitfall_lint.analysis.scopes import enclosing_function
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
@@ -76,7 +76,7 @@ class LoadWithoutBarrier(Rule):
         """The load is not restricted to one rank, or it sits in the `else` of the very guard of the save."""
         if not is_restricted_to_one_rank(self.ctx, load, ancestors):
             return True
-        guards = [a for a in save_ancestors if isinstance(a, ast.If) and mentions_rank(a.test)]
+        guards = [a for a in save_ancestors if isinstance(a, ast.If) and is_rank_test(self.ctx, a.test, save_ancestors)]
         return any(guard in ancestors and _inside(load, guard.orelse) for guard in guards)
 
 

@@ -6,8 +6,8 @@ import ast
 import re
 from collections.abc import Sequence
 
-from pitfall_lint.analysis.distributed import DISTRIBUTED_TRIGGERS, sets_up_distributed
-from pitfall_lint.analysis.ranks import is_restricted_to_one_rank, mentions_rank
+from pitfall_lint.analysis.distributed import DISTRIBUTED_TRIGGERS, sets_up_distributed, uses_tensor_parallelism
+from pitfall_lint.analysis.ranks import depends_on_rank, is_restricted_to_one_rank
 from pitfall_lint.analysis.samplers import (
     DATA_LOADERS,
     LOADER_SAMPLER_POSITIONS,
@@ -60,6 +60,8 @@ class MissingDistributedSampler(Rule):
 
     def finish(self) -> None:
         if not self._loaders or not sets_up_distributed(self.ctx) or uses_loader_framework(self.ctx):
+            return
+        if uses_tensor_parallelism(self.ctx):  # the ranks of a tensor-parallel group must read the same batches
             return
         if self._uses_jax():
             return  # one process feeds every device through pmap; LOCAL_RANK there is a leftover argument
@@ -136,7 +138,7 @@ class MissingDistributedSampler(Rule):
 
     def _shards_itself(self, dataset: ast.expr, ancestors: Sequence[ast.AST], _depth: int = 0) -> bool:
         """A per-rank shard (`full[rank::world]`, `split_dataset_by_node(...)`) or an iterable dataset."""
-        if mentions_rank(dataset) or self._is_streaming(dataset, ancestors):
+        if depends_on_rank(self.ctx, dataset, ancestors) or self._is_streaming(dataset, ancestors):
             return True
         if _depth >= _MAX_VALUE_DEPTH:
             return False
@@ -204,7 +206,7 @@ class MissingDistributedSampler(Rule):
         return preceded_by(self.ctx, call, ancestors, _exits_when_distributed)
 
 
-def _exits_when_distributed(ctx: FileContext, statement: ast.stmt) -> bool:
+def _exits_when_distributed(ctx: FileContext, statement: ast.stmt, ancestors: Sequence[ast.AST]) -> bool:
     return (
         isinstance(statement, ast.If)
         and bool(_DISTRIBUTED_TEST.search(ast.unparse(statement.test)))

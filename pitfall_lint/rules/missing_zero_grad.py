@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from pitfall_lint.analysis.training import (
     LOOPS,
+    SELF_ZEROING_ENGINES,
     Loop,
     call_name,
     dotted,
@@ -158,7 +159,11 @@ class MissingZeroGrad(Rule):
             return True
         if isinstance(expr, ast.Name):
             value = reaching_value(expr.id, expr, ancestors)
-            if isinstance(value, ast.Call) and is_optimizer_class(self.ctx.qualified_name(value.func, ancestors)):
+            call = value.value if isinstance(value, ast.Subscript) else value  # `deepspeed.initialize(...)[0]`
+            built_by = self.ctx.qualified_name(call.func, ancestors) if isinstance(call, ast.Call) else None
+            if built_by in SELF_ZEROING_ENGINES:
+                return False  # `engine.step()` zeroes the gradients itself
+            if is_optimizer_class(built_by):
                 return True
             return value is not None and _optimizer_word(ast.unparse(value))  # opt = self.optimizers()
         return False

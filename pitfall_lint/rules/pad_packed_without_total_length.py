@@ -6,6 +6,7 @@ import ast
 
 from pitfall_lint.analysis.modules import data_parallel_reach, is_module_class, wrapped_at
 from pitfall_lint.analysis.scopes import enclosing_class, enclosing_function, is_rebound_between, local_value
+from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import Rule
 
@@ -14,6 +15,111 @@ _BATCH_FIRST_POSITION = 1
 _PACK_BATCH_FIRST_POSITION = 2  # pack_padded_sequence(input, lengths, batch_first, enforce_sorted)
 _PACK = "torch.nn.utils.rnn.pack_padded_sequence"
 _TRACE_STEPS = 6  # unpacked <- rnn(...) <- packed <- pack_padded_sequence(...), with room for a few renames
+
+
+_REDUCTIONS = frozenset({"mean", "sum", "max", "min", "amax", "amin", "logsumexp", "prod", "argmax", "argmin", "norm", "std", "var"})
+_SHAPE_QUERIES = frozenset({"size", "dim", "shape", "ndim", "numel", "device", "dtype"})
+_PAD_BACK = frozenset({"torch.nn.functional.pad", "torch.cat", "torch.concat", "torch.concatenate"})
+_MAX_FOLLOW = 6
+
+
+def _parents_in(function: ast.AST) -> dict[int, ast.AST]:
+    return {id(child): node for node in ast.walk(function) for child in ast.iter_child_nodes(node)}
+
+
+def _stays_inside(ctx: FileContext, unpack: ast.Call, ancestors: list[ast.AST]) -> bool:
+    """Whether the padded tensor never leaves the method with its replica's length: every use of it (through
+    renames and element-wise transforms) ends re-packed, reduced over time, cut to one step or padded back."""
+    function = enclosing_function(ancestors)
+    if function is None:
+        return False
+    parents = _parents_in(function)
+    return _ends_inside(ctx, unpack, parents, function, 0)
+
+
+def _ends_inside(ctx: FileContext, expr: ast.AST, parents: dict[int, ast.AST], function: ast.AST, depth: int) -> bool:
+    if depth > _MAX_FOLLOW:
+        return False
+    parent = parents.get(id(expr))
+    if isinstance(parent, ast.Subscript) and parent.value is expr and _is_first_element(parent):
+        return _ends_inside(ctx, parent, parents, function, depth + 1)  # `pad_packed_sequence(...)[0]`
+    if isinstance(parent, (ast.Assign, ast.AnnAssign)):
+        names = _bound_names(parent, expr)
+        if names is None:
+            return False  # stored on an attribute or in a container: it leaves
+        return all(_uses_end_inside(ctx, name, parent, parents, function, depth + 1) for name in names)
+    return _use_ends_inside(ctx, expr, parents, function, depth)
+
+
+def _is_first_element(subscript: ast.Subscript) -> bool:
+    return isinstance(subscript.slice, ast.Constant) and subscript.slice.value == 0
+
+
+def _bound_names(assign: ast.Assign | ast.AnnAssign, value: ast.AST) -> list[str] | None:
+    """The names `value` lands in: `out = value`, or `out, lengths = value` (the padded tensor is the first)."""
+    targets = assign.targets if isinstance(assign, ast.Assign) else [assign.target]
+    names = []
+    for target in targets:
+        if isinstance(target, ast.Name):
+            names.append(target.id)
+        elif isinstance(target, (ast.Tuple, ast.List)) and target.elts and isinstance(target.elts[0], ast.Name):
+            names.append(target.elts[0].id)
+        else:
+            return None
+    return names
+
+
+def _uses_end_inside(
+    ctx: FileContext, name: str, assign: ast.AST, parents: dict[int, ast.AST], function: ast.AST, depth: int
+) -> bool:
+    line = getattr(assign, "end_lineno", None) or getattr(assign, "lineno", 0)
+    later = [n for n in ast.walk(function) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) and n.lineno > line]
+    rebound = min(
+        (n.lineno for n in ast.walk(function) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) and n.lineno > line),
+        default=None,
+    )
+    uses = [n for n in later if rebound is None or n.lineno <= rebound]
+    return all(_use_ends_inside(ctx, use, parents, function, depth) for use in uses)
+
+
+def _use_ends_inside(ctx: FileContext, use: ast.AST, parents: dict[int, ast.AST], function: ast.AST, depth: int) -> bool:
+    parent = parents.get(id(use))
+    if isinstance(parent, ast.Attribute) and parent.value is use:
+        if parent.attr in _SHAPE_QUERIES:
+            return True
+        call = parents.get(id(parent))
+        if isinstance(call, ast.Call) and call.func is parent:
+            if parent.attr in _REDUCTIONS and (call.args or call.keywords):
+                return True  # pooled over an axis
+            return _ends_inside(ctx, call, parents, function, depth + 1)  # `.float()`, `.masked_fill(...)`
+        return False
+    if isinstance(parent, ast.Subscript) and parent.value is use:
+        if _selects_one_step(parent):
+            return True  # `out[:, -1]`, `out[-1]`
+        return _ends_inside(ctx, parent, parents, function, depth + 1)
+    if isinstance(parent, (ast.BinOp, ast.UnaryOp)):
+        return _ends_inside(ctx, parent, parents, function, depth + 1)  # `weights * out`
+    if isinstance(parent, ast.Expr) or isinstance(parent, (ast.Compare, ast.Assert)):
+        return True  # discarded, or only compared
+    container = parents.get(id(parent)) if isinstance(parent, (ast.List, ast.Tuple)) else None
+    call = container if isinstance(container, ast.Call) else parent
+    if isinstance(call, ast.Call) and call is not use:
+        qualified = ctx.qualified_name(call.func, []) or ""
+        if qualified == _PACK or qualified in _PAD_BACK:
+            return True  # re-packed, or padded back to the full length by hand
+        if qualified.startswith("torch.") and qualified.rpartition(".")[2] in _REDUCTIONS and len(call.args) + len(call.keywords) > 1:
+            return True  # `torch.mean(out, 1)`
+        if isinstance(call.func, ast.Name) and call.func.id == "len":
+            return True
+        return _ends_inside(ctx, call, parents, function, depth + 1)  # `self.fc(out)`, `F.relu(out)`
+    return False  # returned, yielded, stored: it leaves the method padded to this replica's longest sequence
+
+
+def _selects_one_step(subscript: ast.Subscript) -> bool:
+    """An index that drops the time axis: `[-1]`, `[:, -1]`, `[:, 0]` (a step, not a slice, of time)."""
+    index = subscript.slice
+    parts = index.elts if isinstance(index, ast.Tuple) else [index]
+    return any(not isinstance(p, ast.Slice) and isinstance(p, (ast.Constant, ast.UnaryOp)) for p in parts[:2])
 
 
 class PadPackedWithoutTotalLength(Rule):
@@ -45,6 +151,8 @@ class PadPackedWithoutTotalLength(Rule):
         reach = data_parallel_reach(self.ctx, cls, ancestors)
         if reach is None:
             return  # nothing in the project can run this module under nn.DataParallel
+        if _stays_inside(self.ctx, node, ancestors):
+            return  # re-packed, pooled over time or padded back: the gather never sees the replica's length
         where, related = wrapped_at(self.ctx, reach)
         traced = self._padded_length(node)
         self.report(

@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 
 from pitfall_lint.analysis.distributed import DISTRIBUTED_TRIGGERS, sets_up_distributed
-from pitfall_lint.analysis.ranks import ancestors_of, mentions_rank, path_mentions_rank
+from pitfall_lint.analysis.ranks import ancestors_of, depends_on_rank
 from pitfall_lint.analysis.samplers import (
     DISTRIBUTED_SAMPLERS,
     SAMPLER_POSITIONS,
@@ -53,7 +53,7 @@ class RankSeeding(Rule):
         qualified = self.ctx.qualified_name(node.func)
         if qualified in DISTRIBUTED_SAMPLERS:
             seed = call_argument(node, "seed", SAMPLER_POSITIONS["seed"])
-            if seed is not None and path_mentions_rank(seed, self.ctx.ancestors):
+            if seed is not None and depends_on_rank(self.ctx, seed, self.ctx.ancestors):
                 self.report(
                     node,
                     f"`DistributedSampler` seeded with the rank (`seed={ast.unparse(seed)}`): each rank shuffles "
@@ -105,12 +105,12 @@ class RankSeeding(Rule):
                 return True
             if isinstance(node, ast.Call):
                 if _SEED_WORD.search(_call_name(node)) and any(
-                    path_mentions_rank(a, ancestors_of(self.ctx, node)) for a in [*node.args, *(k.value for k in node.keywords)]
+                    depends_on_rank(self.ctx, a, ancestors_of(self.ctx, node)) for a in [*node.args, *(k.value for k in node.keywords)]
                 ):
                     return True
             if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                if any(_SEED_WORD.search(ast.unparse(t)) for t in targets) and mentions_rank(node.value):
+                if any(_SEED_WORD.search(ast.unparse(t)) for t in targets) and depends_on_rank(self.ctx, node.value, ancestors_of(self.ctx, node)):
                     return True
         return False
 

@@ -6,9 +6,9 @@ import ast
 
 from pitfall_lint.analysis.distributed import sets_up_distributed
 from pitfall_lint.analysis.evidence import cite
-from pitfall_lint.analysis.ranks import is_restricted_to_one_rank, path_mentions_rank
-from pitfall_lint.analysis.buffers import is_in_memory_buffer
-from pitfall_lint.analysis.scopes import enclosing_function, names_bound_before
+from pitfall_lint.analysis.ranks import is_restricted_to_one_rank
+from pitfall_lint.analysis.buffers import writes_per_process
+from pitfall_lint.analysis.scopes import enclosing_function, names_bound_before, parameter_slots
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import Related, RuleInfo
 from pitfall_lint.rules.base import Rule
@@ -53,13 +53,18 @@ class UnguardedTorchSave(Rule):
         for call, ancestors in self._saves:
             path = call.args[_PATH_POSITION] if len(call.args) > _PATH_POSITION else None
             path = next((k.value for k in call.keywords if k.arg == "f"), path)
-            if path is not None and (path_mentions_rank(path, ancestors) or is_in_memory_buffer(self.ctx, path, ancestors)):
+            if path is not None and writes_per_process(self.ctx, path, ancestors):
                 continue
             where = ""
             related: tuple[Related, ...] = ()
             if not distributed:  # a helper: does training code elsewhere in the project call it on every rank?
                 function = enclosing_function(ancestors)
-                caller = self.ctx.project.every_rank_caller(function, ancestors) if function is not None else None
+                if function is None:
+                    continue
+                # A caller that passes a per-rank path (into the parameter the path comes from) is no collision.
+                owner = ancestors[: ancestors.index(function)]
+                slots = parameter_slots(path, function, owner) if path is not None else []
+                caller = self.ctx.project.every_rank_caller(function, ancestors, slots)
                 if caller is None:
                     continue
                 where, related = cite(self.ctx, caller, "called on every rank")
