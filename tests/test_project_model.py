@@ -211,6 +211,16 @@ SAVES = {
         "worker.py": "import torch\nimport torch.distributed as dist\ndef run(proc, world):\n"
         "    dist.init_process_group('gloo', rank=proc, world_size=world)\n    if proc == 0:\n        torch.save({}, 'c.pt')  # expect: PFL201\n",
     },
+    "helper-of-a-distributed-file-called-guarded-and-from-single-process-scripts": {
+        "general.py": "import os\nimport torch\nRANK = int(os.getenv('RANK', -1))\ndef strip(f):\n    torch.save({}, f)\n",
+        "train.py": DDP_TRAIN + "from general import RANK, strip\ndef end():\n    if RANK in {-1, 0}:\n        strip('best.pt')\n",
+        "detect.py": "from general import strip\nstrip('weights.pt')\n",
+    },
+    "the-same-helper-called-on-every-rank": {
+        "general.py": "import os\nimport torch\nRANK = int(os.getenv('RANK', -1))\ndef strip(f):\n    torch.save({}, f)  # expect: PFL201\n",
+        "train.py": DDP_TRAIN + "from general import RANK, strip\ndef end():\n    strip('best.pt')\n",
+        "detect.py": "from general import strip\nstrip('weights.pt')\n",
+    },
     "mutual-recursion-does-not-hang": {
         "a.py": "import torch\nfrom b import g\ndef f(m, n):\n    torch.save(m, 'x.pt')  # expect: PFL201\n    g(m, n)\n",
         "b.py": "from a import f\ndef g(m, n):\n    f(m, n - 1)\n",

@@ -401,6 +401,10 @@ class ProjectModel:
         candidates = self._files_with((short.encode(),), (named.encode(),))
         return candidates if path in candidates else [path, *candidates]
 
+    def has_callers(self, path: str, name: str) -> bool:
+        """Whether any file of the project calls the function by a name that resolves to it."""
+        return bool(self._call_sites(path, name))
+
     def callers_restricted(self, path: str, name: str, depth: int = 0) -> Evidence | None:
         """Where a caller is, when the function has callers and every one is restricted to one rank; else None."""
 
@@ -479,6 +483,7 @@ _QUESTIONS = {
     "methods": "class_methods",
     "dp-reach": "data_parallel_reach",
     "callers-restricted": "callers_restricted",
+    "has-callers": "has_callers",
     "every-rank-caller": "every_rank_caller",
     "wrapper-checkpoint": "wrapper_checkpoint",
     "spawn-site": "spawn_site",
@@ -522,6 +527,9 @@ class ProjectView:
     def callers_restricted(self, function: Definition, ancestors: Sequence[ast.AST]) -> Evidence | None:
         return self._ask("callers-restricted", self.path, definition_name(function, ancestors))  # type: ignore[return-value]
 
+    def has_callers(self, function: Definition, ancestors: Sequence[ast.AST]) -> bool:
+        return self._ask("has-callers", self.path, definition_name(function, ancestors))  # type: ignore[return-value]
+
     def every_rank_caller(self, function: Definition, ancestors: Sequence[ast.AST], slots: Sequence[str] = ()) -> Evidence | None:
         return self._ask("every-rank-caller", self.path, definition_name(function, ancestors), tuple(slots))  # type: ignore[return-value]
 
@@ -539,7 +547,7 @@ class _OfflineView(ProjectView):
     """Answers every question as a file alone would, without asking the project."""
 
     online = False
-    _ALONE: dict[str, object] = {"module-class": False, "methods": {}}
+    _ALONE: dict[str, object] = {"module-class": False, "methods": {}, "has-callers": False}
 
     def _ask(self, question: str, *arguments: object) -> object:
         return self._ALONE.get(question)

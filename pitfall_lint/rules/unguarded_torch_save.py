@@ -6,7 +6,7 @@ import ast
 
 from pitfall_lint.analysis.distributed import sets_up_distributed
 from pitfall_lint.analysis.evidence import cite
-from pitfall_lint.analysis.ranks import is_restricted_to_one_rank
+from pitfall_lint.analysis.ranks import is_locally_restricted
 from pitfall_lint.analysis.buffers import writes_per_process
 from pitfall_lint.analysis.scopes import enclosing_function, names_bound_before, parameter_slots
 from pitfall_lint.context import FileContext
@@ -55,21 +55,22 @@ class UnguardedTorchSave(Rule):
             path = next((k.value for k in call.keywords if k.arg == "f"), path)
             if path is not None and writes_per_process(self.ctx, path, ancestors):
                 continue
+            if is_locally_restricted(self.ctx, call, ancestors):
+                continue
             where = ""
             related: tuple[Related, ...] = ()
-            if not distributed:  # a helper: does training code elsewhere in the project call it on every rank?
-                function = enclosing_function(ancestors)
-                if function is None:
-                    continue
-                # A caller that passes a per-rank path (into the parameter the path comes from) is no collision.
+            function = enclosing_function(ancestors)
+            if function is not None and self.ctx.project.has_callers(function, ancestors):
+                # A helper runs where it is called: on every rank only if distributed code calls it unguarded (a
+                # caller that passes a per-rank path into the parameter the path comes from is no collision).
                 owner = ancestors[: ancestors.index(function)]
                 slots = parameter_slots(path, function, owner) if path is not None else []
                 caller = self.ctx.project.every_rank_caller(function, ancestors, slots)
                 if caller is None:
                     continue
                 where, related = cite(self.ctx, caller, "called on every rank")
-            if is_restricted_to_one_rank(self.ctx, call, ancestors):
-                continue
+            elif not distributed:
+                continue  # module-level code, or a function nothing calls, of a file that sets up nothing
             self.report(
                 call,
                 f"`torch.save` runs on every rank{where}, which then overwrite one file; guard it with "
