@@ -167,6 +167,36 @@ CASES = {
         folder = tempfile.mkdtemp()
         torch.save({}, os.path.join(folder, "m.pt"))
     """,
+    "unique-temporary-folder-kept-on-the-test-case": """
+        import unittest
+        class TestRunner(unittest.TestCase):
+            def setUp(self):
+                self.temp_dir = tempfile.mkdtemp()
+            def test_resume(self):
+                torch.save({}, os.path.join(self.temp_dir, "modified.pth"))
+    """,
+    "saved-by-the-parent-before-it-spawns-the-workers": """
+        def worker(index, path):
+            dist.init_process_group("gloo", rank=index, world_size=2)
+            state = torch.load(path, map_location="cpu")
+        def test_shared_weights():
+            torch.save({}, "weights.pt")
+            mp.spawn(worker, args=("weights.pt",), nprocs=2)
+    """,
+    "single-process-side-of-a-fabric-switch": """
+        class LLM:
+            def save(self, path):
+                if self.fabric is None:
+                    torch.save({}, path)
+                else:
+                    self.fabric.save(path, {})
+    """,
+    "the-fabric-side-is-not": """
+        class LLM:
+            def save(self, path):
+                if self.fabric is not None:
+                    torch.save({}, path)  # expect: PFL201
+    """,
     "shared-temporary-folder": """
         torch.save({}, os.path.join(tempfile.gettempdir(), "m.pt"))  # expect: PFL201
     """,

@@ -171,5 +171,16 @@ def test_framework_calls_that_run_one_process(setup: str) -> None:
     assert_marks("import torch\n" + setup + "torch.save({}, 'c.pt')\n")
 
 
+@pytest.mark.parametrize(
+    "setup",
+    [
+        "import os\nos.environ['RANK'] = '0'\nos.environ['WORLD_SIZE'] = '1'\n",
+        "import os\nos.environ.setdefault('RANK', '0')\n",
+    ],
+)
+def test_setting_the_launcher_variables_sets_up_nothing(setup: str) -> None:
+    assert_marks("import torch\n" + setup + "torch.save({}, 'c.pt')\n")
+
+
 def test_single_process_script_is_not_flagged() -> None:
     assert_marks("import torch\nmodel = torch.nn.Linear(2, 2)\ntorch.save(model.state_dict(), 'c.pt')\n")

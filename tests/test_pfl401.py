@@ -20,6 +20,14 @@ dataset = TensorDataset(torch.arange(8))
 """
 
 CASES = {
+    "synthetic-random-tensors-of-a-benchmark": """
+        fake = TensorDataset(torch.randn(64, 8), torch.randint(0, 2, (64,)))
+        loader = DataLoader(fake, batch_size=2, shuffle=True)
+    """,
+    "a-real-tensor-dataset-is-still-split": """
+        real = TensorDataset(torch.load("features.pt", map_location="cpu"), torch.load("labels.pt", map_location="cpu"))
+        loader = DataLoader(real, batch_size=2, shuffle=True)  # expect: PFL401
+    """,
     "megatron-tensor-parallel-group-reads-the-same-batches": """
         from megatron.core import parallel_state
         parallel_state.initialize_model_parallel(tensor_model_parallel_size=2)

@@ -15,6 +15,19 @@ dataset = TensorDataset(torch.arange(8))
 """
 
 CASES = {
+    "a-new-dataset-each-time-round": """
+        for folder in ["a", "b"]:
+            images = TensorDataset(torch.arange(8))
+            loader = DataLoader(images, sampler=DistributedSampler(images))
+            for batch in loader:
+                pass
+    """,
+    "the-same-dataset-with-a-fresh-sampler-each-epoch": """
+        for epoch in range(2):
+            loader = DataLoader(dataset, sampler=DistributedSampler(dataset))  # expect: PFL402
+            for batch in loader:
+                pass
+    """,
     "assigned-sampler": """
         sampler = DistributedSampler(dataset)  # expect: PFL402
         loader = DataLoader(dataset, sampler=sampler)

@@ -15,6 +15,15 @@ import torch.nn as nn
 """
 
 CASES = {
+    "distributed-autograd-context": """
+        import torch.distributed.autograd as dist_autograd
+        def train(pipe, x, opt, criterion):
+            for _ in range(2):
+                with dist_autograd.context() as context_id:
+                    loss = criterion(pipe(x), x)
+                    loss.backward(context_id)
+                    opt.step(context_id)
+    """,
     "deepspeed-engine-zeroes-in-its-step": """
         import deepspeed
         def train(model, loader, optimizer):

@@ -127,7 +127,13 @@ CASES: dict[str, dict[str, str]] = {
     "unknown-wrapped-model-reaches-every-module": {
         "a.py": MODULE + BOUND.format(name="A", base="nn.Module"),
         "b.py": MODULE + BOUND.format(name="B", base="nn.Module"),
-        "train.py": DDP_TRAIN + "import models\nfrom torch import nn\ndef run(arch):\n    return nn.DataParallel(models.__dict__[arch]())\n",
+        "train.py": "import models\nfrom torch import nn\ndef run(arch):\n    return nn.DataParallel(models.__dict__[arch]())\n",
+    },
+    "in-a-ddp-project-an-unknown-wrap-reaches-what-its-file-names": {
+        "a.py": MODULE + BOUND.format(name="A", base="nn.Module"),
+        "b.py": MODULE + BOUND.format(name="B", base="nn.Module").replace("  # expect: PFL101", ""),
+        "train.py": DDP_TRAIN,
+        "featurize.py": "from torch import nn\nfrom a import A\ndef load(ckpt):\n    return nn.DataParallel(restore(ckpt))\n",
     },
     "a-wrapped-third-party-model-reaches-none-of-ours": {
         "a.py": MODULE + BOUND.format(name="A", base="nn.Module").replace("  # expect: PFL101", ""),
@@ -145,8 +151,12 @@ CASES: dict[str, dict[str, str]] = {
         "net.py": MODULE + BOUND.format(name="Net", base="nn.Module"),
         "train.py": DDP_TRAIN + "from transformers import Trainer\nfrom net import Net\nTrainer(model=Net())\n",
     },
-    "lightning-dp-strategy-wraps-every-module": {
+    "lightning-fabric-dp-strategy-wraps-every-module": {
         "net.py": MODULE + BOUND.format(name="Net", base="nn.Module"),
+        "train.py": "import lightning as L\nfabric = L.Fabric(strategy=\"dp\")\n",
+    },
+    "lightning-trainer-has-no-dp-strategy-since-2": {
+        "net.py": MODULE + BOUND.format(name="Net", base="nn.Module").replace("  # expect: PFL101", ""),
         "train.py": DDP_TRAIN + "import lightning as L\ntrainer = L.Trainer(strategy=\"dp\")\n",
     },
 }

@@ -6,7 +6,7 @@ import ast
 from collections.abc import Sequence
 
 from pitfall_lint.analysis.ranks import depends_on_rank
-from pitfall_lint.analysis.scopes import enclosing_function, local_value
+from pitfall_lint.analysis.scopes import enclosing_class, enclosing_function, local_value
 from pitfall_lint.context import FileContext
 
 # pytest's fixtures: a folder per test, and per test process under pytest-xdist.
@@ -26,10 +26,29 @@ def is_in_memory_buffer(ctx: FileContext, target: ast.expr, ancestors: Sequence[
     return isinstance(target, ast.Call) and ctx.qualified_name(target.func, ancestors) == "io.BytesIO"
 
 
+def _instance_values(ctx: FileContext, cls: ast.ClassDef, attribute: str) -> list[ast.expr]:
+    """What the class's methods assign to `self.<attribute>` (`self.tmp = tempfile.mkdtemp()` in `setUp`)."""
+    key = ("instance-values", id(cls))
+    if key not in ctx.memo:
+        table: dict[str, list[ast.expr]] = {}
+        for node in ast.walk(cls):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+                        table.setdefault(target.attr, []).append(node.value)
+        ctx.memo[key] = table
+    return ctx.memo[key].get(attribute, [])  # type: ignore[attr-defined]
+
+
 def _per_process_folder(ctx: FileContext, path: ast.AST, ancestors: Sequence[ast.AST], depth: int = 0) -> bool:
-    """Built from pytest's tmp_path (and relatives) or from a unique temporary name, through local variables."""
+    """Built from pytest's tmp_path (and relatives) or from a unique temporary name, through local variables and
+    the instance's attributes."""
     function = enclosing_function(ancestors)
+    cls = enclosing_class(ancestors)
     for node in ast.walk(path):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self" and cls is not None:
+            if depth < _MAX_DEPTH and any(_per_process_folder(ctx, v, ancestors, depth + 1) for v in _instance_values(ctx, cls, node.attr)):
+                return True
         if isinstance(node, ast.Name) and node.id in _PYTEST_FOLDERS:
             return True
         if isinstance(node, ast.Call) and ctx.qualified_name(node.func, ancestors) in _UNIQUE_TEMPORARIES:

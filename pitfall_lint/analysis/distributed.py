@@ -32,9 +32,14 @@ _MULTI_PROCESS_STRATEGY = ("ddp", "fsdp", "deepspeed", "xla", "horovod")
 DISTRIBUTED_TRIGGERS: tuple[str, ...] = (
     *sorted(_SETUP_CALLS), "RANK", "WORLD_SIZE", "deepspeed", "Accelerator", "colossalai", "horovod", "ddp", "fsdp",
 )
+# The last names of every call setup_kind() recognises: anything else is not looked at further.
+_SETUP_LAST_NAMES = frozenset(
+    {*_SETUP_CALLS, *(name.rpartition(".")[2] for name in _FRAMEWORK_SETUPS), *_LIGHTNING_ENTRIES, "get", "getenv"}
+)
 # Tensor-parallel set-ups: every rank of a group must read the same batches.
 _TENSOR_PARALLEL_CALLS = frozenset({"initialize_model_parallel", "parallelize_module"})
-_ENVIRONMENT_READERS = ("environ.get", "getenv", "environ.setdefault")
+# Reads only: `os.environ["RANK"] = "0"` or `setdefault` sets a one-process run up, it does not join a launch.
+_ENVIRONMENT_READERS = ("environ.get", "getenv")
 _LAUNCHER_ENVIRONMENT = "torchrun's environment"
 
 
@@ -69,6 +74,9 @@ def _lightning_distributes(qualified: str, call: ast.Call) -> bool:
 def setup_kind(ctx: FileContext, node: ast.AST) -> str | None:
     """What about `node` sets up distributed training, None when nothing does."""
     if isinstance(node, ast.Call):
+        aliased = isinstance(node.func, ast.Name) and ctx.resolver.is_imported(node.func.id, [])
+        if _last_name(node.func) not in _SETUP_LAST_NAMES and not aliased:
+            return None  # the cheap look first: every set-up call ends in one of these names, or is an alias
         full = ctx.qualified_name(node.func, []) or ""
         if full in _FRAMEWORK_SETUPS:
             return _FRAMEWORK_SETUPS[full]
@@ -83,9 +91,10 @@ def setup_kind(ctx: FileContext, node: ast.AST) -> str | None:
         reads = _dotted(node.func).endswith(_ENVIRONMENT_READERS) and bool(node.args) and _is_launcher_variable(node.args[0])
         return _LAUNCHER_ENVIRONMENT if reads else None
     if isinstance(node, ast.Subscript):  # os.environ["LOCAL_RANK"]
-        return _LAUNCHER_ENVIRONMENT if _dotted(node.value).endswith("environ") and _is_launcher_variable(node.slice) else None
+        reads = isinstance(node.ctx, ast.Load) and _is_launcher_variable(node.slice) and _last_name(node.value) == "environ"
+        return _LAUNCHER_ENVIRONMENT if reads else None
     if isinstance(node, ast.Compare):  # "LOCAL_RANK" in os.environ
-        reads = _is_launcher_variable(node.left) and any(_dotted(c).endswith("environ") for c in node.comparators)
+        reads = _is_launcher_variable(node.left) and any(_last_name(c) == "environ" for c in node.comparators)
         return _LAUNCHER_ENVIRONMENT if reads else None
     return None
 

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from enum import Enum
 
 from pitfall_lint.analysis.scopes import FUNCTIONS, Function, decorator_names, enclosing_function, local_value, preceded_by
+from pitfall_lint.analysis.training import walk_same_scope
 from pitfall_lint.context import FileContext
 
 # Whole names (of a variable, an attribute or a called function) that hold a process's rank.
@@ -46,6 +47,10 @@ _DISTRIBUTED_SWITCH = re.compile(
 _WORLD_SIZE = re.compile(r"(?:get_)?world_?size|num_?(?:processes|procs|replicas|nodes)|n_?procs|nprocs", re.IGNORECASE)
 _RANK_VARIABLES = frozenset({"RANK", "LOCAL_RANK", "GROUP_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"})
 _SPAWNERS = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"})
+# Calls that start worker processes: the function that makes them runs in the parent, once.
+_WORKER_STARTERS = frozenset({"spawn", "start_processes", "Process", "Pool"})
+# Objects that exist only in a distributed run: `if self.fabric is None:` is the single-process side.
+_DISTRIBUTED_OBJECTS = frozenset({"fabric", "accelerator", "process_group", "ddp_model"})
 _TERMINATORS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 _MAX_DEPTH = 3
 
@@ -138,6 +143,12 @@ class _Reader:
 
     def kind(self, node: ast.AST, depth: int = 0) -> _Atom | None:
         """What a value is: a rank (truthy on every rank but 0), a main-process predicate, a switch."""
+        key = ("rank-kind", id(node))
+        if key not in self.ctx.memo:
+            self.ctx.memo[key] = self._kind(node, depth)
+        return self.ctx.memo[key]  # type: ignore[return-value]
+
+    def _kind(self, node: ast.AST, depth: int) -> _Atom | None:
         if isinstance(node, ast.Call) and _last_name(node.func) in ("int", "str", "bool") and node.args:
             return self.kind(node.args[0], depth)
         if _reads_rank_variable(node):
@@ -188,6 +199,11 @@ class _Reader:
     def _comparison(self, left: ast.AST, op: ast.cmpop, right: ast.AST, depth: int) -> _Atom | None:
         left_kind, right_kind = self.kind(left, depth), self.kind(right, depth)
         if left_kind is None and right_kind is None:
+            if isinstance(right, ast.Constant) and right.value is None and _last_name(left) in _DISTRIBUTED_OBJECTS:
+                if isinstance(op, (ast.Is, ast.Eq)):
+                    return _Atom.SINGLE
+                if isinstance(op, (ast.IsNot, ast.NotEq)):
+                    return _Atom.MULTI
             switch = self._world_size_comparison(left, op, right)
             if switch is not None:
                 return switch
@@ -245,6 +261,13 @@ class _Reader:
 
     def mentions(self, node: ast.AST, depth: int = 0) -> bool:
         """Whether the expression's value depends on the rank (a per-rank path, a per-rank seed)."""
+        key = ("rank-mentions", id(node))
+        if key not in self.ctx.memo:
+            self.ctx.memo[key] = False  # a variable defined through itself does not depend on the rank by that
+            self.ctx.memo[key] = self._mentions(node, depth)
+        return self.ctx.memo[key]  # type: ignore[return-value]
+
+    def _mentions(self, node: ast.AST, depth: int) -> bool:
         for child in ast.walk(node):
             if isinstance(child, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)):
                 kind = self.kind(child, depth)
@@ -302,9 +325,25 @@ def _branch_restricts(ctx: FileContext, branch: ast.AST, child: ast.AST, ancesto
     return ctx.memo[key]  # type: ignore[return-value]
 
 
+def _starts_workers(ctx: FileContext, function: Function) -> bool:
+    """Whether the function itself starts worker processes (`mp.spawn(worker, ...)`): it is their parent."""
+    key = ("starts-workers", id(function))
+    if key not in ctx.memo:
+        ctx.memo[key] = any(
+            isinstance(node, ast.Call)
+            and _last_name(node.func) in _WORKER_STARTERS
+            and any(word in (ctx.qualified_name(node.func, [function]) or "") + ast.unparse(node.func) for word in ("multiprocessing", "get_context("))
+            for node in walk_same_scope(function.body)
+        )
+    return ctx.memo[key]  # type: ignore[return-value]
+
+
 def is_locally_restricted(ctx: FileContext, node: ast.AST, ancestors: Sequence[ast.AST]) -> bool:
     """Whether the node's own code lets only one rank (or only a single-process run) reach it: a branch around
-    it, a one-process decorator, or an early exit before it."""
+    it, a one-process decorator, an early exit before it, or a function that starts the workers (their parent)."""
+    function = enclosing_function(ancestors)
+    if function is not None and _starts_workers(ctx, function):
+        return True
     chain = [*ancestors, node]
     for index, (parent, child) in enumerate(zip(chain, chain[1:])):
         if _branch_restricts(ctx, parent, child, chain[:index]):

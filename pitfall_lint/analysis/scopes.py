@@ -112,13 +112,31 @@ def _names_in(target: ast.expr) -> list[str]:
     return []
 
 
+_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def _statements(scope: ast.AST) -> list[ast.AST]:
+    """Every statement under the scope, nested blocks and nested definitions included: assignments are
+    statements, so expressions need no visit."""
+    found: list[ast.AST] = []
+    todo = [scope]
+    while todo:
+        node = todo.pop()
+        for field in _BLOCKS:
+            block = getattr(node, field, None)
+            if type(block) is list:
+                found.extend(block)
+                todo.extend(block)
+    return found
+
+
 def _assignment_index(scope: ast.AST, whole: bool) -> tuple[dict[str, list[tuple[int, ast.expr]]], ...]:
     """(direct, unpacked): `name = value` and `name, other = value`, by name, in line order."""
     found = _ASSIGNMENTS.get(scope)
     if found is None:
         direct: dict[str, list[tuple[int, ast.expr]]] = {}
         unpacked: dict[str, list[tuple[int, ast.expr]]] = {}
-        for node in ast.walk(scope) if whole else assignments_in(scope):
+        for node in _statements(scope) if whole else assignments_in(scope):
             if isinstance(node, ast.Assign):
                 bindings = [(target, node.value) for target in node.targets]
             elif isinstance(node, (ast.With, ast.AsyncWith)):

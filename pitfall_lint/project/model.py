@@ -30,7 +30,7 @@ Evidence = list
 _MAX_DEPTH = 3  # call-graph and builder hops followed from a definition
 _DATA_PARALLEL_CALLS = (b"DataParallel(", b"DataParallel (", b"DataParallel as", b"data_parallel(")
 _DP_STRATEGY = (b'"dp"', b"'dp'")
-_LIGHTNING_ENTRIES = (b"Trainer(", b"Fabric(")
+_LIGHTNING_ENTRIES = (b"Fabric(",)
 
 
 def may_wrap_in_data_parallel(data: bytes) -> bool:
@@ -322,15 +322,31 @@ class ProjectModel:
             # A project that trains in parallel without DataParallel never runs its modules under it; a model
             # library that trains nothing itself leaves the choice to its users, who may wrap.
             return _Reach() if self._trains_distributed() else _Reach(everything=[])
+        # A wrap whose model the source cannot tell reaches every module, unless the project trains with DDP, FSDP
+        # or a framework: DataParallel is then an aside (an inference script, an option), and such a wrap reaches only
+        # the modules its own file defines or imports.
+        incidental = self._trains_distributed()
         reach = _Reach()
         for path, wrap in sites:
             evidence = [self.display(path), wrap.line, wrap.kind, wrap.splits_batch]
             classes = self._built_classes(path, wrap.target, 0)
-            if classes is None:
+            if classes is None and not incidental:
                 return _Reach(everything=evidence)
-            for cls in classes:
+            for cls in classes if classes is not None else self._classes_at_hand(path):
                 self._reach_from(cls, evidence, reach.classes)
         return reach
+
+    def _classes_at_hand(self, path: str) -> list[tuple[str, str]]:
+        """The project classes a file defines or imports by name."""
+        summary = self.summary(path)
+        if summary is None:
+            return []
+        found = [(path, c.name) for c in summary.classes]
+        for _, ref in summary.imports:
+            symbol = self.resolve(path, ref)
+            if symbol[0] == "class":
+                found.append((symbol[1], symbol[2]))
+        return found
 
     def _trains_distributed(self) -> bool:
         words = tuple(w.encode() for w in DISTRIBUTED_TRIGGERS)

@@ -23,7 +23,7 @@ from pitfall_lint.analysis.wrappers import checkpoint_key, saved_wrapper_states
 from pitfall_lint.context import FileContext
 from pitfall_lint.traversal import Handler, traverse
 
-FORMAT = 2  # bump when a field changes: cached summaries of another format are computed afresh
+FORMAT = 3  # bump when a field changes: cached summaries of another format are computed afresh
 
 UNKNOWN = "?"  # a wrapped or returned module whose class cannot be told from the source
 _DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.data_parallel"})
@@ -45,6 +45,11 @@ _EXTERNAL_ROOTS = frozenset(
     }
 )
 _LIGHTNING_ROOTS = ("lightning.", "pytorch_lightning.", "lightning_fabric.")
+_PATH_BUILDERS = frozenset({"join", "Path", "PurePath", "format", "str", "abspath", "realpath", "expanduser", "joinpath"})
+
+
+def _last_name(node: ast.AST) -> str:
+    return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
 _MAX_TRACE = 3
 
 
@@ -153,6 +158,13 @@ class _Reader:
         while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _SAME_MODULE_METHODS:
             value = value.func.value
         if isinstance(value, ast.Call):
+            root = value.func
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            # Only a call through an import or a definition of this file says what it builds: `task.build_model(cfg)`
+            # or a function held in a variable does not.
+            if not (isinstance(root, ast.Name) and (root.id in self.definitions or self.ctx.resolver.is_imported(root.id, ancestors))):
+                return UNKNOWN
             return self.ctx.qualified_name(value.func, ancestors) or UNKNOWN
         if isinstance(value, ast.Name) and depth < _MAX_TRACE:
             function = enclosing_function(ancestors)
@@ -192,11 +204,11 @@ def _framework_wrap(qualified: str, call: ast.Call, reader: _Reader, ancestors: 
         model = _keyword(call, "model") or (call.args[0] if call.args else None)
         # Trainer wraps its model in nn.DataParallel when it sees several GPUs and no distributed launch.
         return WrapSite("transformers Trainer", call.lineno, reader.built_ref(model, ancestors), caller, True)
-    if qualified.startswith(_LIGHTNING_ROOTS) and qualified.rpartition(".")[2] in ("Trainer", "Fabric"):
-        for name in ("strategy", "accelerator"):
-            value = _keyword(call, name)
-            if isinstance(value, ast.Constant) and value.value == "dp":
-                return WrapSite(f"Lightning {qualified.rpartition('.')[2]}(strategy=\"dp\")", call.lineno, UNKNOWN, caller, True)
+    # Lightning's Trainer lost its "dp" strategy in 2.0; Fabric keeps one, for the modules given to `setup`.
+    if qualified.startswith(_LIGHTNING_ROOTS) and qualified.rpartition(".")[2] == "Fabric":
+        value = _keyword(call, "strategy")
+        if isinstance(value, ast.Constant) and value.value == "dp":
+            return WrapSite('Lightning Fabric(strategy="dp")', call.lineno, UNKNOWN, caller, True)
     return None
 
 
@@ -280,12 +292,22 @@ class _Builder:
         per_rank = tuple(
             slot
             for slot, argument in [*((str(i), a) for i, a in enumerate(node.args)), *((k.arg, k.value) for k in node.keywords if k.arg)]
-            if not isinstance(argument, ast.Constant) and depends_on_rank(ctx, argument, ancestors)
+            if self._path_like(argument, ancestors) and depends_on_rank(ctx, argument, ancestors)
         )
         self.calls.append(CallSite(caller, callee, node.lineno, is_locally_restricted(ctx, node, ancestors), per_rank))
         owner = _owner_class(ancestors)
         if owner is not None and not callee.startswith("*."):
             self.classes[id(owner[1])][2].append(callee)
+
+    def _path_like(self, argument: ast.AST, ancestors: Sequence[ast.AST]) -> bool:
+        """An argument that can be a file path (what a per-rank argument is about): an f-string, string or path
+        arithmetic, a path-building call, or a variable last set to one of those."""
+        if isinstance(argument, ast.Name):
+            function = enclosing_function(ancestors)
+            argument = local_value(argument.id, function, argument.lineno, None if function else self.ctx.tree) or argument
+        if isinstance(argument, (ast.JoinedStr, ast.BinOp)):
+            return True
+        return isinstance(argument, ast.Call) and _last_name(argument.func) in _PATH_BUILDERS
 
     def caller(self, ancestors: Sequence[ast.AST]) -> str:
         """The scope path of the function the walk is in, "" at module level; once per function."""

@@ -30,6 +30,9 @@ _DISTRIBUTED_TEST = re.compile(
     r"distributed|world|ddp|fsdp|is_initialized|multi_?gpu|n_?gpus?\b|num_?gpus|num_replicas|parallel|rank",
     re.IGNORECASE,
 )
+_RANDOM_TENSORS = frozenset(
+    {"torch.randn", "torch.rand", "torch.randint", "torch.randperm", "torch.normal", "torch.randn_like", "torch.rand_like"}
+)
 # Datasets that shard themselves per rank (or per worker) and accept no sampler.
 _STREAMING = re.compile(r"IterableDataset|IterDataPipe|WebDataset|webdataset|torchdata|StreamingDataset|wds\.")
 _STREAMING_MODULES = ("webdataset", "torchdata", "streaming", "datasets.distributed")
@@ -137,8 +140,11 @@ class MissingDistributedSampler(Rule):
         return names
 
     def _shards_itself(self, dataset: ast.expr, ancestors: Sequence[ast.AST], _depth: int = 0) -> bool:
-        """A per-rank shard (`full[rank::world]`, `split_dataset_by_node(...)`) or an iterable dataset."""
+        """A per-rank shard (`full[rank::world]`, `split_dataset_by_node(...)`), an iterable dataset, or synthetic
+        random tensors (a benchmark's: each rank makes its own, there is nothing to split)."""
         if depends_on_rank(self.ctx, dataset, ancestors) or self._is_streaming(dataset, ancestors):
+            return True
+        if self._is_synthetic(dataset, ancestors):
             return True
         if _depth >= _MAX_VALUE_DEPTH:
             return False
@@ -153,6 +159,14 @@ class MissingDistributedSampler(Rule):
             # Built elsewhere: unknown, unless this file has no way to build a streaming dataset.
             return self._file_has_streaming_datasets()
         return False
+
+    def _is_synthetic(self, dataset: ast.expr, ancestors: Sequence[ast.AST]) -> bool:
+        """`TensorDataset(torch.randn(n, d), torch.randint(0, k, (n,)))`: every tensor made up on the spot."""
+        if not (isinstance(dataset, ast.Call) and (self.ctx.qualified_name(dataset.func, ancestors) or "").endswith("TensorDataset")):
+            return False
+        return bool(dataset.args) and all(
+            isinstance(a, ast.Call) and (self.ctx.qualified_name(a.func, ancestors) or "") in _RANDOM_TENSORS for a in dataset.args
+        )
 
     def _is_streaming(self, dataset: ast.expr, ancestors: Sequence[ast.AST]) -> bool:
         if _STREAMING.search(ast.unparse(dataset)):

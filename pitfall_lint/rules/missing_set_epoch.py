@@ -148,9 +148,22 @@ class MissingSetEpoch(Rule):
             for loop in enclosing_loops(self.ctx, site):
                 if _within(sampler, loop) and seed is not None and not isinstance(seed, ast.Constant):
                     continue  # rebuilt every epoch with a new seed
+                if _within(sampler, loop) and self._data_made_in(loop, sampler):
+                    continue  # a new dataset each time round: the loop walks datasets, not epochs of one
                 if not self._sets_epoch(loop, flow):
                     return loop, use, is_loader
         return None
+
+    @staticmethod
+    def _data_made_in(loop: Loop, sampler: ast.Call) -> bool:
+        """Whether the sampler's dataset is a variable that the loop assigns before building the sampler."""
+        dataset = call_argument(sampler, "dataset", 0)
+        if not isinstance(dataset, ast.Name):
+            return False
+        return any(
+            isinstance(node, ast.Name) and node.id == dataset.id and isinstance(node.ctx, ast.Store) and node.lineno <= sampler.lineno
+            for node in ast.walk(loop)
+        )
 
     def _spelling(self, sampler: ast.Call, flow: Flow, loop: Loop, use: ast.expr, is_loader: bool) -> str:
         """How the loop can reach the sampler: the name it was assigned to, else through the loader."""

@@ -132,9 +132,20 @@ class MissingZeroGrad(Rule):
     # --- what the loop does ---------------------------------------------------------------------
 
     def _accumulates(self, call: ast.Call) -> bool:
-        """A backward call that adds into `.grad`; distributed autograd keeps its gradients per context."""
+        """A backward call that adds into `.grad`; distributed autograd keeps its gradients per context, whether
+        called as `dist_autograd.backward(ctx, ...)` or as `loss.backward(ctx)` inside `with dist_autograd.context():`."""
         qualified = self.ctx.qualified_name(call.func) or ""
-        return not qualified.startswith("torch.distributed.autograd.")
+        if qualified.startswith("torch.distributed.autograd."):
+            return False
+        return not any(
+            isinstance(a, (ast.With, ast.AsyncWith))
+            and any(
+                isinstance(item.context_expr, ast.Call)
+                and self.ctx.qualified_name(item.context_expr.func) == "torch.distributed.autograd.context"
+                for item in a.items
+            )
+            for a in self.ctx.ancestors
+        )
 
     def _stepped_optimizer(self, call: ast.Call, ancestors: Sequence[ast.AST]) -> str | None:
         """The optimizer that `opt.step()` or `scaler.step(opt)` steps, if it is one; resolved before the loop."""
