@@ -24,6 +24,16 @@ CASES = {
         fake = TensorDataset(torch.randn(64, 8), torch.randint(0, 2, (64,)))
         loader = DataLoader(fake, batch_size=2, shuffle=True)
     """,
+    "synthetic-data-from-a-helper-through-variables": """
+        def random_dataset(n, dim):
+            data = torch.randn(n, dim)
+            labels = torch.empty(n, dtype=torch.long).random_(dim)
+            made = TensorDataset(data, labels)
+            return made
+        def random_dataloader(n, dim):
+            fake = random_dataset(n, dim)
+            return DataLoader(fake, batch_size=2, shuffle=True)
+    """,
     "a-real-tensor-dataset-is-still-split": """
         real = TensorDataset(torch.load("features.pt", map_location="cpu"), torch.load("labels.pt", map_location="cpu"))
         loader = DataLoader(real, batch_size=2, shuffle=True)  # expect: PFL401

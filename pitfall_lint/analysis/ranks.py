@@ -49,6 +49,7 @@ _RANK_VARIABLES = frozenset({"RANK", "LOCAL_RANK", "GROUP_RANK", "SLURM_PROCID",
 _SPAWNERS = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"})
 # Calls that start worker processes: the function that makes them runs in the parent, once.
 _WORKER_STARTERS = frozenset({"spawn", "start_processes", "Process", "Pool"})
+_WORKER_STARTER_BYTES = tuple(word.encode() for word in _WORKER_STARTERS)
 # Objects that exist only in a distributed run: `if self.fabric is None:` is the single-process side.
 _DISTRIBUTED_OBJECTS = frozenset({"fabric", "accelerator", "process_group", "ddp_model"})
 _TERMINATORS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
@@ -327,6 +328,8 @@ def _branch_restricts(ctx: FileContext, branch: ast.AST, child: ast.AST, ancesto
 
 def _starts_workers(ctx: FileContext, function: Function) -> bool:
     """Whether the function itself starts worker processes (`mp.spawn(worker, ...)`): it is their parent."""
+    if not any(word in ctx.text.data for word in _WORKER_STARTER_BYTES):
+        return False  # the cheap look first: no file without one of these words starts workers
     key = ("starts-workers", id(function))
     if key not in ctx.memo:
         ctx.memo[key] = any(

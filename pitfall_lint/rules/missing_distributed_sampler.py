@@ -33,6 +33,8 @@ _DISTRIBUTED_TEST = re.compile(
 _RANDOM_TENSORS = frozenset(
     {"torch.randn", "torch.rand", "torch.randint", "torch.randperm", "torch.normal", "torch.randn_like", "torch.rand_like"}
 )
+_RANDOM_FILLS = frozenset({"random_", "uniform_", "normal_", "bernoulli_"})
+_BLANK_TENSORS = frozenset({"torch.empty", "torch.zeros", "torch.ones", "torch.Tensor", "torch.FloatTensor", "torch.LongTensor"})
 # Datasets that shard themselves per rank (or per worker) and accept no sampler.
 _STREAMING = re.compile(r"IterableDataset|IterDataPipe|WebDataset|webdataset|torchdata|StreamingDataset|wds\.")
 _STREAMING_MODULES = ("webdataset", "torchdata", "streaming", "datasets.distributed")
@@ -160,13 +162,37 @@ class MissingDistributedSampler(Rule):
             return self._file_has_streaming_datasets()
         return False
 
-    def _is_synthetic(self, dataset: ast.expr, ancestors: Sequence[ast.AST]) -> bool:
-        """`TensorDataset(torch.randn(n, d), torch.randint(0, k, (n,)))`: every tensor made up on the spot."""
-        if not (isinstance(dataset, ast.Call) and (self.ctx.qualified_name(dataset.func, ancestors) or "").endswith("TensorDataset")):
+    def _is_synthetic(self, dataset: ast.AST, ancestors: Sequence[ast.AST], depth: int = 0) -> bool:
+        """`TensorDataset(torch.randn(n, d), torch.randint(0, k, (n,)))`: every tensor made up on the spot, through
+        local variables and a same-file helper that returns such a dataset."""
+        value = self._traced(dataset, ancestors, depth)
+        if not isinstance(value, ast.Call) or depth > _MAX_VALUE_DEPTH:
             return False
-        return bool(dataset.args) and all(
-            isinstance(a, ast.Call) and (self.ctx.qualified_name(a.func, ancestors) or "") in _RANDOM_TENSORS for a in dataset.args
-        )
+        if (self.ctx.qualified_name(value.func, ancestors) or "").endswith("TensorDataset"):
+            return bool(value.args) and all(self._is_random_tensor(a, ancestors, depth + 1) for a in value.args)
+        helper = next((f for f in self.ctx.tree.body if isinstance(f, FUNCTIONS) and isinstance(value.func, ast.Name) and f.name == value.func.id), None)
+        returns = [n.value for n in ast.walk(helper) if isinstance(n, ast.Return) and n.value is not None] if helper else []
+        return bool(returns) and all(self._is_synthetic(r, [self.ctx.tree, helper], depth + 1) for r in returns)  # type: ignore[list-item]
+
+    def _is_random_tensor(self, tensor: ast.AST, ancestors: Sequence[ast.AST], depth: int) -> bool:
+        value = self._traced(tensor, ancestors, depth)
+        filled = False
+        while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _RANDOM_FILLS:
+            value, filled = value.func.value, True  # `torch.empty(n).random_(k)`
+        if not isinstance(value, ast.Call):
+            return False
+        made = self.ctx.qualified_name(value.func, ancestors) or ""
+        return made in _RANDOM_TENSORS or (filled and made in _BLANK_TENSORS)
+
+    def _traced(self, node: ast.AST, ancestors: Sequence[ast.AST], depth: int) -> ast.AST:
+        """A name's last local value (a few assignments back), else the node itself."""
+        function = enclosing_function(ancestors)
+        while isinstance(node, ast.Name) and depth <= _MAX_VALUE_DEPTH:
+            value = local_value(node.id, function, node.lineno, self.ctx.tree)
+            if value is None:
+                break
+            node, depth = value, depth + 1
+        return node
 
     def _is_streaming(self, dataset: ast.expr, ancestors: Sequence[ast.AST]) -> bool:
         if _STREAMING.search(ast.unparse(dataset)):
