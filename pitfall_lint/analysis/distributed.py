@@ -13,6 +13,10 @@ _LAUNCHER_VARIABLES = frozenset({"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORL
 # The trigger words of a rule that needs a distributed file: one of them is in every file that
 # sets_up_distributed() recognises ("RANK" and "WORLD_SIZE" also match their LOCAL_ forms).
 DISTRIBUTED_TRIGGERS: tuple[str, ...] = (*sorted(_SETUP_CALLS), "RANK", "WORLD_SIZE")
+# Each starts nprocs processes on this machine that call `fn(index, *args)`.
+SPAWNERS = frozenset(
+    {"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes", "torch_xla.distributed.xla_multiprocessing.spawn"}
+)
 _ENVIRONMENT_READERS = ("environ.get", "getenv", "environ.setdefault")
 _LAUNCHER_ENVIRONMENT = "torchrun's environment"
 
@@ -31,6 +35,21 @@ def _is_launcher_variable(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and node.value in _LAUNCHER_VARIABLES
 
 
+def launcher_variable_read(node: ast.AST) -> str | None:
+    """The launcher's variable (RANK, LOCAL_RANK, ...) that `node` reads from the environment:
+    `os.environ["LOCAL_RANK"]`, `os.environ.get("RANK")`, `os.getenv("RANK")`, `"LOCAL_RANK" in os.environ`."""
+    if isinstance(node, ast.Call):
+        reads = _dotted(node.func).endswith(_ENVIRONMENT_READERS) and bool(node.args) and _is_launcher_variable(node.args[0])
+        return node.args[0].value if reads else None  # type: ignore[attr-defined]
+    if isinstance(node, ast.Subscript):
+        reads = _dotted(node.value).endswith("environ") and _is_launcher_variable(node.slice)
+        return node.slice.value if reads else None  # type: ignore[attr-defined]
+    if isinstance(node, ast.Compare):
+        reads = _is_launcher_variable(node.left) and any(_dotted(c).endswith("environ") for c in node.comparators)
+        return node.left.value if reads else None  # type: ignore[attr-defined]
+    return None
+
+
 def setup_kind(ctx: FileContext, node: ast.AST) -> str | None:
     """What about `node` sets up distributed training, None when nothing does."""
     if isinstance(node, ast.Call):
@@ -39,15 +58,7 @@ def setup_kind(ctx: FileContext, node: ast.AST) -> str | None:
         for name in (_last_name(node.func), qualified):
             if name in _SETUP_CALLS:
                 return name
-        # os.environ.get("LOCAL_RANK"), os.getenv("RANK")
-        reads = _dotted(node.func).endswith(_ENVIRONMENT_READERS) and bool(node.args) and _is_launcher_variable(node.args[0])
-        return _LAUNCHER_ENVIRONMENT if reads else None
-    if isinstance(node, ast.Subscript):  # os.environ["LOCAL_RANK"]
-        return _LAUNCHER_ENVIRONMENT if _dotted(node.value).endswith("environ") and _is_launcher_variable(node.slice) else None
-    if isinstance(node, ast.Compare):  # "LOCAL_RANK" in os.environ
-        reads = _is_launcher_variable(node.left) and any(_dotted(c).endswith("environ") for c in node.comparators)
-        return _LAUNCHER_ENVIRONMENT if reads else None
-    return None
+    return _LAUNCHER_ENVIRONMENT if launcher_variable_read(node) is not None else None
 
 
 # The node types setup_kind() recognises.
