@@ -203,16 +203,34 @@ def test_type_error_is_the_one_cpython_raises(positional, defaults, varargs, key
         assert str(raised.value) == message
 
 
-def test_message_names_the_error_and_the_fix() -> None:
-    source = dedent(CASES["rank-passed-again-too-many"])
+def _messages(name: str) -> list[str]:
     from pitfall_lint.engine import Engine
     from pitfall_lint.rules import all_rules
 
-    (diagnostic,) = Engine(all_rules()).check_source("train.py", source.encode()).diagnostics
-    assert diagnostic.message == (
+    return [d.message for d in Engine(all_rules()).check_source("train.py", dedent(CASES[name]).encode()).diagnostics]
+
+
+def test_message_names_the_error_and_the_fix() -> None:
+    assert _messages("rank-passed-again-too-many") == [
         '`spawn` calls `train(index, *args)` with 2 values in args: every child fails with "TypeError: train() takes 2 '
         'positional arguments but 3 were given"; spawn already passes the process index first: drop `rank` from args'
+    ]
+    assert _messages("too-few-values") == [
+        '`spawn` calls `train(index, *args)` with 1 value in args: every child fails with "TypeError: train() missing 1 '
+        "required positional argument: 'config'\"; pass the missing values in args (spawn adds only the process index "
+        "before them)"
+    ]
+    assert _messages("required-keyword-only")[0].endswith(
+        "spawn passes no keyword arguments: give them defaults, or make them positional and pass them in args"
     )
+    assert _messages("parenthesised-value-is-not-a-tuple")[0] == (
+        "`args=(config)` is not a tuple: the parentheses alone make none, so `spawn` unpacks `config` itself into "
+        "`train(index, *config)`; write `args=(config,)`"
+    )
+    assert _messages("index-ignored-and-rank-taken-from-args") == [
+        "`train` ignores its first parameter `_`, the process index that `spawn` passes, and takes `rank` from args: "
+        "every process gets the same rank; use the index as the rank (derive a global rank from it) and drop it from args"
+    ]
 
 
 def test_nothing_without_spawn() -> None:

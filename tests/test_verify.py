@@ -113,6 +113,19 @@ def test_pfl305_runs_two_nodes_and_shows_each_ranks_device_and_file() -> None:
     )
 
 
+def test_pfl302_shows_two_processes_joining_as_one_rank() -> None:
+    returncode, report, stderr = verify(CASES / "spawn_same_rank.py")
+    assert returncode == 1, stderr
+    assert verdicts(report) == {("PFL302", 17, "confirmed")}
+    assert report["unexplained"] == []
+    evidence = report["findings"][0]["evidence"]
+    assert evidence["mechanism"] == (
+        "2 spawned processes joined the process group as rank 0: each got the rank from args and none used its index"
+    )
+    assert "EADDRINUSE" in evidence["message"]  # the second rank 0 could not host rank 0's store
+    assert evidence["user_frame"]["line"] == 12
+
+
 def test_a_rule_that_is_off_by_default_is_only_verified_when_selected() -> None:
     path = fixture("PFL202", "load-without-map-location", "bad")
     assert selecting("PFL202")

@@ -105,9 +105,14 @@ class SpawnSignature(Rule):
         given = 1 + len(fixed) + bound
         error = type_error(name, positional, defaults, varargs, keyword_only, given, exact=len(fixed) == len(elements))
         if error is not None:
-            hint = "give it the process index as its first parameter"
-            if fixed and _is_rank_value(fixed[0]) and given == len(positional) + 1:
+            if given > len(positional) and fixed and _is_rank_value(fixed[0]) and given == len(positional) + 1:
                 hint = f"spawn already passes the process index first: drop `{ast.unparse(fixed[0])}` from args"
+            elif given > len(positional):
+                hint = "spawn passes the process index first, then the values of args: make the function take exactly those"
+            elif keyword_only and given >= len(positional) - defaults:
+                hint = "spawn passes no keyword arguments: give them defaults, or make them positional and pass them in args"
+            else:
+                hint = "pass the missing values in args (spawn adds only the process index before them)"
             self.report(
                 node,
                 f"{call} calls `{name}(index, *args)` with {len(fixed)}{'+' if len(fixed) < len(elements) else ''} "
