@@ -186,3 +186,24 @@ CASES = {
 @pytest.mark.parametrize("name", CASES)
 def test_case(name: str) -> None:
     assert_marks(dedent(CASES[name]))
+
+
+def test_an_attribute_is_read_where_it_is_assigned() -> None:
+    """`self.rank = rank` names __init__'s parameter, not a `rank` of the method that uses the attribute."""
+    assert_marks(dedent("""
+        import os
+        import torch
+        class Trainer:
+            def __init__(self, rank):
+                self.rank = rank
+            def setup(self, model):
+                rank = int(os.environ["RANK"])
+                print(rank)
+                return model.to(self.rank)
+        class Worker:
+            def __init__(self):
+                rank = int(os.environ["RANK"])
+                self.rank = rank
+            def setup(self, model, rank=None):
+                return model.to(self.rank)  # expect: PFL305
+    """))

@@ -9,7 +9,7 @@ from typing import Literal
 
 from pitfall_lint.analysis.distributed import SPAWNERS, launcher_variable_read
 from pitfall_lint.analysis.ranks import ancestors_of
-from pitfall_lint.analysis.scopes import enclosing_function, statements_in
+from pitfall_lint.analysis.scopes import FUNCTIONS, enclosing_class, enclosing_function, statements_in
 from pitfall_lint.context import FileContext
 
 Origin = Literal["global", "local", "index", "derived", "unknown"]
@@ -21,23 +21,38 @@ _NAMED = {"local_rank": "local", "local_process_index": "local", "global_rank": 
 _WRAPPERS = frozenset({"int", "str"})
 _MAX_DEPTH = 4
 _SPAWN_WORDS = (b"spawn", b"start_processes")
+_INSTANCE_NAMES = frozenset({"self", "cls"})
 
 
 def _dotted(node: ast.AST) -> str | None:
     return ast.unparse(node) if isinstance(node, ast.Attribute) and isinstance(node.value, (ast.Name, ast.Attribute)) else None
 
 
-def _attribute_values(ctx: FileContext) -> dict[str, list[ast.expr]]:
-    """`self.rank = ...`, `args.local_rank = ...`: every value the file assigns to each dotted name."""
+def _attribute_key(node: ast.AST, owner: ast.ClassDef | None) -> tuple[int, str] | None:
+    """`self.rank` is one attribute per class; `args.local_rank` one per file."""
+    dotted = _dotted(node)
+    if dotted is None:
+        return None
+    on_self = dotted.partition(".")[0] in _INSTANCE_NAMES
+    return (id(owner) if on_self and owner is not None else 0, dotted)
+
+
+def _attribute_values(ctx: FileContext) -> dict[tuple[int, str], list[ast.expr]]:
+    """Every value the file assigns to each attribute (`self.rank = ...`, `args.local_rank = ...`)."""
     key = ("rank-origin-attributes",)
     if key not in ctx.memo:
-        found: dict[str, list[ast.expr]] = {}
-        for node in statements_in(ctx.tree):
-            if isinstance(node, ast.Assign):
-                for target in node.targets:
-                    dotted = _dotted(target)
-                    if dotted is not None:
-                        found.setdefault(dotted, []).append(node.value)
+        found: dict[tuple[int, str], list[ast.expr]] = {}
+        todo: list[tuple[ast.AST, ast.ClassDef | None]] = [(ctx.tree, None)]
+        while todo:
+            scope, owner = todo.pop()
+            for node in statements_in(scope, definitions=False):
+                if isinstance(node, (ast.ClassDef, *FUNCTIONS)):
+                    todo.append((node, node if isinstance(node, ast.ClassDef) else owner))
+                elif isinstance(node, ast.Assign):
+                    for target in node.targets:
+                        attribute = _attribute_key(target, owner)
+                        if attribute is not None:
+                            found.setdefault(attribute, []).append(node.value)
         ctx.memo[key] = found
     return ctx.memo[key]  # type: ignore[return-value]
 
@@ -89,9 +104,10 @@ def origins(ctx: FileContext, expr: ast.AST, ancestors: Sequence[ast.AST], depth
 
 
 def _attribute_origins(ctx: FileContext, expr: ast.Attribute, ancestors: Sequence[ast.AST], depth: int) -> set[Origin]:
-    values = _attribute_values(ctx).get(_dotted(expr) or "", [])
-    if values:
-        return set().union(*(origins(ctx, value, ancestors, depth + 1) for value in values))
+    attribute = _attribute_key(expr, enclosing_class(ancestors))
+    values = _attribute_values(ctx).get(attribute, []) if attribute else []
+    if values:  # each value read where it is assigned: `self.rank = rank` in __init__ names __init__'s `rank`
+        return set().union(*(origins(ctx, value, ancestors_of(ctx, value), depth + 1) for value in values))
     return {_NAMED.get(expr.attr, "unknown")}  # type: ignore[arg-type]
 
 
