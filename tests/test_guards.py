@@ -211,8 +211,9 @@ def test_case(name: str) -> None:
 def test_the_else_of_a_distributed_switch_loads_on_one_process() -> None:
     """The same reading for PFL202 (off by default, but checked by the marks' engine, which runs every rule)."""
     assert_marks(DDP + dedent("""
+        local_rank = int(os.environ["LOCAL_RANK"])
         if args.distributed:
-            state = torch.load("c.pt", map_location=f"cuda:{rank}")
+            state = torch.load("c.pt", map_location=f"cuda:{local_rank}")
         else:
             state = torch.load("c.pt")
     """))

@@ -50,7 +50,7 @@ CASES = {
     """,
     "local-rank-in-list": """
         if local_rank in [-1, 0]:
-            torch.save({}, "ckpt.pt")
+            torch.save({}, "ckpt.pt")  # expect: PFL305
     """,
     "main-process-helper-and-conjunction": """
         def is_main_process():

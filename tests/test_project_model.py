@@ -314,3 +314,53 @@ def test_a_caller_that_passes_a_per_rank_path(tmp_path: Path) -> None:
         "strategy.py": DDP_TRAIN + "from ckpt import save_checkpoint\nclass Strategy:\n    def save(self, state, folder):\n"
         "        save_checkpoint(state, f'{folder}/latest.pth')\n",
     })
+
+
+WORKER = "def train(rank, world_size):\n    pass\n"
+SPAWNS = {
+    "target-imported-from-a-package": {
+        "workers/__init__.py": "",
+        "workers/ddp.py": WORKER,
+        "launch.py": "import torch.multiprocessing as mp\nfrom workers.ddp import train\ndef main():\n"
+        "    mp.spawn(train, args=(0, 2), nprocs=2)  # expect: PFL302\n",
+    },
+    "target-through-a-module-attribute": {
+        "workers.py": WORKER,
+        "launch.py": "import torch.multiprocessing as mp\nimport workers\ndef main():\n"
+        "    mp.spawn(workers.train, args=(), nprocs=2)  # expect: PFL302\n",
+    },
+    "target-re-exported-by-the-package": {
+        "workers/__init__.py": "from .ddp import train\n",
+        "workers/ddp.py": WORKER,
+        "launch.py": "import torch.multiprocessing as mp\nfrom workers import train\ndef main():\n"
+        "    mp.spawn(train, args=(2,), nprocs=2)\n    mp.spawn(train, args=(2, 3), nprocs=2)  # expect: PFL302\n",
+    },
+    "target-outside-the-project": {
+        "launch.py": "import torch.multiprocessing as mp\nfrom somewhere_else import train\ndef main():\n"
+        "    mp.spawn(train, args=(1, 2, 3), nprocs=2)\n",
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPAWNS))
+def test_spawns(tmp_path: Path, name: str) -> None:
+    assert_project(tmp_path, SPAWNS[name])
+
+
+def test_spawned_signature_is_plain_data_that_a_cached_result_can_compare(tmp_path: Path) -> None:
+    import ast
+    import json
+
+    from pitfall_lint.project.model import ProjectModel, still_answered
+
+    write(tmp_path, SPAWNS["target-imported-from-a-package"])
+    files = [str(p) for p in tmp_path.rglob("*.py")]
+    launch = str(tmp_path / "launch.py")
+    model = ProjectModel(str(tmp_path), files)
+    call = next(n for n in ast.walk(ast.parse((tmp_path / "launch.py").read_text())) if isinstance(n, ast.Call))
+    view = model.view(launch)
+    assert view.spawned_signature(call) == [
+        model.display(str(tmp_path / "workers" / "ddp.py")), "train", 1, "function", ["rank", "world_size"], 0, False, [], ["rank", "world_size"], False,
+    ]
+    cached = json.loads(json.dumps(view.questions()))
+    assert still_answered(ProjectModel(str(tmp_path), files), cached)

@@ -58,6 +58,8 @@ BAD = [
     ("PFL204", "load-without-barrier", {("PFL204", 22, "confirmed")}, "No such file or directory"),
     ("PFL103", "dp-scatter-dim-mismatch", {("PFL103", 21, "confirmed")}, "to be equal to batch_size, but got 4 (batch_size=8)"),
     ("PFL306", "hardcoded-master-port", {("PFL306", 22, "confirmed")}, "EADDRINUSE"),
+    ("PFL302", "spawn-signature", {("PFL302", 20, "confirmed")}, "train() takes 2 positional arguments but 3 were given"),
+    ("PFL307", "legacy-local-rank-argument", {("PFL307", 18, "confirmed")}, "bad.py: error: unrecognized arguments: --local-rank=0"),
     ("PFL401", "missing-distributed-sampler", {("PFL401", 19, "confirmed")}, "ranks 0, 1 each iterated all 8 samples through a RandomSampler"),
     ("PFL402", "missing-set-epoch", {("PFL402", 18, "confirmed")}, "the sampler's epoch stayed 0, so every epoch repeats the first shuffle"),
     ("PFL404", "rank-seeding", {("PFL404", 20, "confirmed")}, "seeds [0, 1] gave the ranks different permutations"),
@@ -77,11 +79,51 @@ def test_bad_fixture_is_confirmed_with_the_real_error(code: str, name: str, expe
     assert report["unexplained"] == []
 
 
-@pytest.mark.parametrize(("code", "name"), [(b[0], b[1]) for b in BAD], ids=[b[0] for b in BAD])
+FIXED = [*((b[0], b[1]) for b in BAD), ("PFL305", "rank-vs-local-rank")]
+
+
+@pytest.mark.parametrize(("code", "name"), FIXED, ids=[f[0] for f in FIXED])
 def test_fixed_fixture_runs_clean(code: str, name: str) -> None:
     returncode, report, stderr = verify(fixture(code, name, "fixed"), *selecting(code))
     assert (returncode, report["findings"], report["unexplained"]) == (0, [], []), stderr
     assert report["outcome"] == "finished without a failure; no process left behind"
+
+
+def test_pfl305_runs_two_nodes_and_shows_each_ranks_device_and_file() -> None:
+    """On one node RANK == LOCAL_RANK: only two nodes show the device the second node lacks and the second writer."""
+    path = fixture("PFL305", "rank-vs-local-rank", "bad")
+    source = path.read_text()
+    assert expected(source) == {("PFL305", 25), ("PFL305", 26)}
+    returncode, report, stderr = verify(path)
+    assert returncode == 1, stderr
+    assert report["run"] == "distributed"
+    assert verdicts(report) == {("PFL305", 25, "confirmed"), ("PFL305", 26, "confirmed")}
+    assert report["unexplained"] == []
+    writer, device = sorted(report["findings"], key=lambda f: f["line"])
+    assert writer["evidence"]["mechanism"] == (
+        f"rank 0 (node 0, local rank 0) and rank 1 (node 1, local rank 0) each wrote {REPO / 'run-config.pt'}: every "
+        "node has a local rank 0, so the one writer is one per node"
+    )
+    assert device["evidence"]["message"] == "CUDA error: invalid device ordinal"
+    assert device["evidence"]["user_frame"]["line"] == 26
+    assert device["evidence"]["mechanism"] == (
+        "with RANK and LOCAL_RANK apart on two nodes (emulated: one CUDA device per local process), the global rank "
+        "picked a device the node does not have: rank 0 (node 0, local rank 0) picked cuda:0, its node having 1; "
+        "rank 1 (node 1, local rank 0) picked cuda:1, its node having 1"
+    )
+
+
+def test_pfl302_shows_two_processes_joining_as_one_rank() -> None:
+    returncode, report, stderr = verify(CASES / "spawn_same_rank.py")
+    assert returncode == 1, stderr
+    assert verdicts(report) == {("PFL302", 17, "confirmed")}
+    assert report["unexplained"] == []
+    evidence = report["findings"][0]["evidence"]
+    assert evidence["mechanism"] == (
+        "2 spawned processes joined the process group as rank 0: each got the rank from args and none used its index"
+    )
+    assert "EADDRINUSE" in evidence["message"]  # the second rank 0 could not host rank 0's store
+    assert evidence["user_frame"]["line"] == 12
 
 
 def test_a_rule_that_is_off_by_default_is_only_verified_when_selected() -> None:

@@ -53,3 +53,15 @@ def test_ddp_on_two_gpus_with_nccl(tmp_path: Path) -> None:
     assert returncode == 1
     assert report["notes"] == []
     assert verdicts(report) == {("PFL201", 24, "confirmed")}
+
+
+@needs_cuda
+def test_two_nodes_on_one_gpu_show_the_real_invalid_ordinal() -> None:
+    """One visible GPU per node: rank 1 runs as local rank 0 of node 1 and asks for cuda:1, which CUDA refuses."""
+    path = fixture("PFL305", "rank-vs-local-rank", "bad")
+    returncode, report, stderr = verify(path, env={"CUDA_VISIBLE_DEVICES": "0"})
+    assert returncode == 1, stderr
+    assert verdicts(report) == {("PFL305", 25, "confirmed"), ("PFL305", 26, "confirmed")}
+    device = next(f for f in report["findings"] if f["line"] == 26)
+    assert device["evidence"]["message"] == "CUDA error: invalid device ordinal"
+    assert "emulated" not in device["evidence"]["mechanism"]

@@ -40,6 +40,10 @@ _SETUP_LAST_NAMES = frozenset(
 _TENSOR_PARALLEL_CALLS = frozenset({"initialize_model_parallel", "parallelize_module"})
 # Reads only: `os.environ["RANK"] = "0"` or `setdefault` sets a one-process run up, it does not join a launch.
 _ENVIRONMENT_READERS = ("environ.get", "getenv")
+# Each starts nprocs processes on this machine that call `fn(index, *args)`.
+SPAWNERS = frozenset(
+    {"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes", "torch_xla.distributed.xla_multiprocessing.spawn"}
+)
 _LAUNCHER_ENVIRONMENT = "torchrun's environment"
 
 
@@ -71,6 +75,21 @@ def _lightning_distributes(qualified: str, call: ast.Call) -> bool:
     return False
 
 
+def launcher_variable_read(node: ast.AST) -> str | None:
+    """The launcher's variable (RANK, LOCAL_RANK, ...) that `node` reads from the environment:
+    `os.environ["LOCAL_RANK"]`, `os.environ.get("RANK")`, `os.getenv("RANK")`, `"LOCAL_RANK" in os.environ`.
+    Writing one (`os.environ["RANK"] = "0"`, `setdefault`) is no read."""
+    if isinstance(node, ast.Call):
+        reads = _dotted(node.func).endswith(_ENVIRONMENT_READERS) and bool(node.args) and _is_launcher_variable(node.args[0])
+        return node.args[0].value if reads else None  # type: ignore[attr-defined]
+    if isinstance(node, ast.Subscript):
+        reads = isinstance(node.ctx, ast.Load) and _is_launcher_variable(node.slice) and _last_name(node.value) == "environ"
+        return node.slice.value if reads else None  # type: ignore[attr-defined]
+    if isinstance(node, ast.Compare):
+        reads = _is_launcher_variable(node.left) and any(_last_name(c) == "environ" for c in node.comparators)
+        return node.left.value if reads else None  # type: ignore[attr-defined]
+    return None
+
 def setup_kind(ctx: FileContext, node: ast.AST) -> str | None:
     """What about `node` sets up distributed training, None when nothing does."""
     if isinstance(node, ast.Call):
@@ -87,16 +106,7 @@ def setup_kind(ctx: FileContext, node: ast.AST) -> str | None:
         for name in (_last_name(node.func), qualified):
             if name in _SETUP_CALLS:
                 return name
-        # os.environ.get("LOCAL_RANK"), os.getenv("RANK")
-        reads = _dotted(node.func).endswith(_ENVIRONMENT_READERS) and bool(node.args) and _is_launcher_variable(node.args[0])
-        return _LAUNCHER_ENVIRONMENT if reads else None
-    if isinstance(node, ast.Subscript):  # os.environ["LOCAL_RANK"]
-        reads = isinstance(node.ctx, ast.Load) and _is_launcher_variable(node.slice) and _last_name(node.value) == "environ"
-        return _LAUNCHER_ENVIRONMENT if reads else None
-    if isinstance(node, ast.Compare):  # "LOCAL_RANK" in os.environ
-        reads = _is_launcher_variable(node.left) and any(_last_name(c) == "environ" for c in node.comparators)
-        return _LAUNCHER_ENVIRONMENT if reads else None
-    return None
+    return _LAUNCHER_ENVIRONMENT if launcher_variable_read(node) is not None else None
 
 
 # The node types setup_kind() recognises.

@@ -94,6 +94,26 @@ def assignments_in(scope: ast.AST) -> list[ast.Assign | ast.With | ast.AsyncWith
     return found
 
 
+_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def statements_in(scope: ast.AST, definitions: bool = True) -> list[ast.stmt]:
+    """Every statement inside the scope, with `definitions` those of the functions and classes it defines too: a
+    tenth of the nodes that `ast.walk` visits, for the questions only statements answer (assignments)."""
+    found: list[ast.stmt] = []
+    todo = [scope]
+    while todo:
+        node = todo.pop()
+        if node is not scope and not definitions and isinstance(node, (*FUNCTIONS, ast.ClassDef)):
+            continue
+        for field in _BLOCKS:
+            block = getattr(node, field, None)
+            if type(block) is list:
+                found += [s for s in block if isinstance(s, ast.stmt)]
+                todo += block
+    return found
+
+
 def _binds(target: ast.expr, name: str, unpacked: bool) -> bool:
     if isinstance(target, ast.Name):
         return target.id == name

@@ -20,7 +20,7 @@ from pitfall_lint.engine import Engine
 from pitfall_lint.harness import isolation
 from pitfall_lint.harness.planning import Plan, plan_run
 from pitfall_lint.harness.probes import all_probes
-from pitfall_lint.harness.probes.base import last_line
+from pitfall_lint.harness.probes.base import Launch, last_line
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord, Status
 from pitfall_lint.harness.runner import run_guarded
 from pitfall_lint.rules.base import Rule
@@ -206,6 +206,10 @@ def verify(
     (scratch / "trace").mkdir()
     port = _free_loopback_port()
     command, what = _command(plan, script, options, port)
+    if plan.kind == "distributed":  # a probe may need the ranks started another way (a launcher, two nodes)
+        launch = Launch(script, options.nproc, port, options.script_args)
+        wanted = (probe.launch(own, launch) for code, probe in probes.items() if (own := [f for f in probed if f.code == code]))
+        command, what = next((w for w in wanted if w is not None), (command, what))
     source_lines = data.decode("utf-8", errors="replace").splitlines()
     requested: dict[str, str] = {}
     for code, probe in probes.items():
@@ -246,14 +250,16 @@ def verify(
             explained.update(judgement.explains)
             report.verdicts.append(Verdict(finding, judgement.status, judgement.evidence, report.mode, round(outcome.seconds, 2)))
     report.unexplained = _unexplained(run, explained)
-    report.failure = _run_failure(run, report, options.timeout)
+    report.failure = _run_failure(run, report, options.timeout, explained)
     return report
 
 
-def _run_failure(run: RunRecord, report: VerifyReport, timeout: float) -> str | None:
+def _run_failure(run: RunRecord, report: VerifyReport, timeout: float, explained: set[int]) -> str | None:
     if run.timed_out:
         return f"{report.path}: the run did not finish within {timeout:g} s; it was stopped and its processes killed"
-    needs_cuda = next((e for e in run.errors if _NEEDS_CUDA.search(e.get("message") or "")), None)
+    # A device error that a finding explains (a rank picking a device its node lacks) is that finding's evidence.
+    errors = [e for i, e in enumerate(run.errors) if i not in explained]
+    needs_cuda = next((e for e in errors if _NEEDS_CUDA.search(e.get("message") or "")), None)
     if needs_cuda is not None:
         return f"{report.path}: needs CUDA, which this run lacks: {needs_cuda['type']}: {last_line(needs_cuda['message'])}"
     if report.unexplained:

@@ -12,7 +12,7 @@ import ast
 import os
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from typing import Literal
 
 from pitfall_lint.analysis.distributed import DISTRIBUTED_TRIGGERS
@@ -476,6 +476,23 @@ class ProjectModel:
 
         return self._memoised(("spawn-site", path, name), compute)  # type: ignore[return-value]
 
+    def spawned_signature(self, path: str, line: int) -> list | None:
+        """What the process-starting call (mp.spawn, start_processes) on this line of `path` starts: [path, *Signature]
+        of a project function, None when the source cannot tell which function it is."""
+
+        def compute() -> list | None:
+            summary = self.summary(path)
+            refs = {ref for ref, at in summary.spawns if at == line} if summary else set()
+            if len(refs) != 1:
+                return None
+            symbol = self.resolve(path, refs.pop())
+            target = self.summary(symbol[1]) if symbol[0] == "function" else None
+            found = next((s for s in target.signatures if s.name == symbol[2]), None) if target else None
+            # Lists, not tuples: a cached answer comes back from JSON and must compare equal.
+            return [self.display(symbol[1]), *(list(v) if isinstance(v, tuple) else v for v in astuple(found))] if found else None
+
+        return self._memoised(("spawned-signature", path, line), compute)  # type: ignore[return-value]
+
     def wrapper_checkpoint(self, name: str) -> Evidence | None:
         """Where the project saves a wrapper's state_dict (`module.` keys) to a file of this name, if it does."""
         for path in self._files_with((b"state_dict",), (b"DataParallel",)):
@@ -503,6 +520,7 @@ _QUESTIONS = {
     "every-rank-caller": "every_rank_caller",
     "wrapper-checkpoint": "wrapper_checkpoint",
     "spawn-site": "spawn_site",
+    "spawned-signature": "spawned_signature",
 }
 
 Question = tuple[str, tuple, object]  # (question, arguments, answer)
@@ -554,6 +572,8 @@ class ProjectView:
 
     def spawn_site(self, function: Definition, ancestors: Sequence[ast.AST]) -> Evidence | None:
         return self._ask("spawn-site", self.path, definition_name(function, ancestors))  # type: ignore[return-value]
+    def spawned_signature(self, call: ast.Call) -> list | None:
+        return self._ask("spawned-signature", self.path, call.lineno)  # type: ignore[return-value]
 
 
 Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef

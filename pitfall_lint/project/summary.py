@@ -15,15 +15,15 @@ from collections.abc import Sequence
 from dataclasses import astuple, dataclass, fields, is_dataclass
 from typing import Any
 
-from pitfall_lint.analysis.distributed import DISTRIBUTED_TRIGGERS, SETUP_NODES, setup_kind
+from pitfall_lint.analysis.distributed import DISTRIBUTED_TRIGGERS, SETUP_NODES, SPAWNERS, setup_kind
 from pitfall_lint.analysis.modules import method_kind
 from pitfall_lint.analysis.ranks import depends_on_rank, is_locally_restricted
-from pitfall_lint.analysis.scopes import FUNCTIONS, definition_name, enclosing_function, local_value, scope_path, self_name
+from pitfall_lint.analysis.scopes import FUNCTIONS, decorator_names, definition_name, enclosing_function, local_value, scope_path, self_name
 from pitfall_lint.analysis.wrappers import checkpoint_key, saved_wrapper_states
 from pitfall_lint.context import FileContext
 from pitfall_lint.traversal import Handler, traverse
 
-FORMAT = 3  # bump when a field changes: cached summaries of another format are computed afresh
+FORMAT = 4  # bump when a field changes: cached summaries of another format are computed afresh
 
 UNKNOWN = "?"  # a wrapped or returned module whose class cannot be told from the source
 _DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.data_parallel"})
@@ -31,7 +31,8 @@ _OTHER_WRAPPERS = {
     "torch.nn.parallel.DistributedDataParallel": "DistributedDataParallel",
     "torch.distributed.fsdp.FullyShardedDataParallel": "FullyShardedDataParallel",
 }
-_SPAWNERS = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"})
+# Decorators that keep the signature of what they decorate.
+_SIGNATURE_KEEPING = frozenset({"staticmethod", "classmethod", "record", "functools.wraps"})
 # Calls that return the module they are called on: `Net().to(device)` is still a Net.
 _SAME_MODULE_METHODS = frozenset(
     {"to", "cuda", "cpu", "float", "half", "double", "bfloat16", "train", "eval", "requires_grad_", "to_empty"}
@@ -81,6 +82,21 @@ class WrapSite:
 
 
 @dataclass(frozen=True, slots=True)
+class Signature:
+    """How a module-level function or a method of a module-level class takes its arguments."""
+
+    name: str  # the scope path: `train`, or `Trainer.run`
+    line: int
+    kind: str  # "function", or the method kind: "method", "static", "class", "property"
+    positional: tuple[str, ...]  # every positional parameter, `self` included
+    defaults: int  # how many of them have a default
+    varargs: bool
+    keyword_only: tuple[str, ...]  # the keyword-only parameters without a default
+    unread: tuple[str, ...]  # the positional parameters its body never reads
+    decorated: bool  # by something that may change how it takes its arguments
+
+
+@dataclass(frozen=True, slots=True)
 class FileSummary:
     classes: tuple[ClassFacts, ...] = ()
     functions: tuple[tuple[str, int], ...] = ()  # (scope path, line) of every function and method
@@ -91,6 +107,7 @@ class FileSummary:
     distributed: tuple[tuple[str, int], ...] = ()  # (what sets up distributed training, line)
     spawns: tuple[tuple[str, int], ...] = ()  # (ref of the spawned function, line)
     wrapper_saves: tuple[tuple[str, int], ...] = ()  # (checkpoint file name pattern, line)
+    signatures: tuple[Signature, ...] = ()
 
     def to_row(self) -> list[object]:
         """Plain lists for the JSON cache."""
@@ -100,7 +117,7 @@ class FileSummary:
     def from_row(row: list) -> FileSummary:
         if row[0] != FORMAT:
             raise ValueError("another summary format")
-        classes, functions, imports, returns, calls, wraps, distributed, spawns, saves = row[1:]
+        classes, functions, imports, returns, calls, wraps, distributed, spawns, saves, signatures = row[1:]
 
         def pairs(rows: list) -> tuple[tuple[Any, Any], ...]:
             return tuple((a, b) for a, b in rows)
@@ -118,6 +135,10 @@ class FileSummary:
             distributed=pairs(distributed),
             spawns=pairs(spawns),
             wrapper_saves=pairs(saves),
+            signatures=tuple(
+                Signature(name, line, kind, tuple(positional), defaults, varargs, tuple(keywords), tuple(unread), decorated)
+                for name, line, kind, positional, defaults, varargs, keywords, unread, decorated in signatures
+            ),
         )
 
 
@@ -226,6 +247,7 @@ class _Builder:
         self.spawns: list[tuple[str, int]] = []
         self.saves: list[tuple[str, int]] = []
         self.setups: list[tuple[str, int]] = []
+        self.signatures: list[Signature] = []
         self.callers: dict[int, str] = {}
 
     def handlers(self) -> dict[type[ast.AST], list[Handler]]:
@@ -253,7 +275,12 @@ class _Builder:
 
     def on_function(self, node: ast.AST) -> None:
         assert isinstance(node, FUNCTIONS)
-        self.functions.append((scope_path(self.ctx.ancestors, node), node.lineno))
+        ancestors = self.ctx.ancestors
+        self.functions.append((scope_path(ancestors, node), node.lineno))
+        scopes = [a for a in ancestors if isinstance(a, (ast.ClassDef, *FUNCTIONS))]
+        # Only these can be started in a process: spawn pickles the function by its qualified name.
+        if not scopes or (len(scopes) == 1 and isinstance(scopes[0], ast.ClassDef)):
+            self.signatures.append(_signature(node, scope_path(ancestors, node), "function" if not scopes else method_kind(node)))
 
     def on_return(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Return)
@@ -273,7 +300,7 @@ class _Builder:
         elif qualified in _OTHER_WRAPPERS:
             target = _keyword(node, "module") or (node.args[0] if node.args else None)
             self.wraps.append(WrapSite(_OTHER_WRAPPERS[qualified], node.lineno, reader.built_ref(target, ancestors), caller, False))
-        elif qualified in _SPAWNERS and node.args:
+        elif qualified in SPAWNERS and node.args:
             target = node.args[0]
             spawned = reader.callee_ref(target, ancestors, ctx.qualified_name(target, ancestors)) if isinstance(target, (ast.Name, ast.Attribute)) else None
             if spawned is not None:
@@ -339,10 +366,23 @@ class _Builder:
             distributed=tuple(self.setups),
             spawns=tuple(self.spawns),
             wrapper_saves=tuple(self.saves),
+            signatures=tuple(self.signatures),
         )
 
 
 _DISTRIBUTED_WORDS = tuple(word.encode() for word in DISTRIBUTED_TRIGGERS)
+
+
+def _signature(function: ast.FunctionDef | ast.AsyncFunctionDef, name: str, kind: str) -> Signature:
+    arguments = function.args
+    positional = tuple(a.arg for a in [*arguments.posonlyargs, *arguments.args])
+    required_keywords = tuple(a.arg for a, default in zip(arguments.kwonlyargs, arguments.kw_defaults) if default is None)
+    read = {n.id for n in ast.walk(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    decorated = any(d not in _SIGNATURE_KEEPING and not d.endswith(".record") for d in decorator_names(function))
+    return Signature(
+        name, function.lineno, kind, positional, len(arguments.defaults), arguments.vararg is not None, required_keywords,
+        tuple(p for p in positional if p not in read), decorated,
+    )
 
 
 def summarize(ctx: FileContext) -> FileSummary:

@@ -233,12 +233,15 @@ def _patch_step_budget(torch: Any) -> None:
 
 
 def _patch_torch(torch: Any) -> None:
+    from pitfall_lint.harness.child import nodes
+
     _patch_serialization(torch)
     _patch_state_dict_loading(torch)
     _patch_data_loading(torch)
     _patch_process_group(torch)
     _patch_data_parallel(torch)
     _patch_step_budget(torch)
+    nodes.patch(torch)
 
 
 class _TorchImportHook(importlib.abc.MetaPathFinder):

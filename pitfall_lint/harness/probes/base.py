@@ -2,10 +2,31 @@
 
 from __future__ import annotations
 
+import sys
+from dataclasses import dataclass
 from typing import ClassVar
 
 from pitfall_lint.diagnostic import Diagnostic
 from pitfall_lint.harness.record import Judgement, RunRecord
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What a probe needs to start the user's script its own way (another launcher, two nodes)."""
+
+    script: str
+    nproc: int
+    port: int
+    script_args: tuple[str, ...]
+
+    def agent(self, module: str, nnodes: int, nproc_per_node: int, entry: str = "pitfall_lint.harness.child.run_script") -> list[str]:
+        """One torch elastic agent (`torch.distributed.run` or `torch.distributed.launch`) on loopback, each rank
+        running `entry` on the script."""
+        return [
+            sys.executable, "-m", module, f"--nnodes={nnodes}", f"--nproc-per-node={nproc_per_node}",
+            "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{self.port}", "--local-addr=127.0.0.1",
+            "--max-restarts=0", "--monitor-interval=0.5", "-m", entry, self.script, *self.script_args,
+        ]
 
 
 class Probe:
@@ -16,6 +37,11 @@ class Probe:
     def environment(self, findings: list[Diagnostic], source_lines: list[str]) -> dict[str, str]:
         """Conditions to set up for the run (a slower disk, a busy port), given this probe's findings."""
         return {}
+
+    def launch(self, findings: list[Diagnostic], launch: Launch) -> tuple[list[str], str] | None:
+        """The command (and what it runs, in words) when the pitfall shows only under another launch than the
+        plan's; None to run as planned. Asked only for a distributed script with findings of this probe."""
+        return None
 
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
         """A verdict, or None when the run never reached the mechanism (the caller says why)."""

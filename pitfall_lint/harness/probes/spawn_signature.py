@@ -1,0 +1,78 @@
+"""PFL302, observed by running the script: spawn calls fn(index, *args) in each child."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+from pitfall_lint.diagnostic import Diagnostic
+from pitfall_lint.harness.probes.base import Probe, last_line
+from pitfall_lint.harness.record import Evidence, Judgement, RunRecord
+
+# The TypeError the static check predicts, quoted in its message.
+_PREDICTED = re.compile(r'"TypeError: (?P<error>[^"]+)"')
+_CHILD_ERROR = re.compile(r"^TypeError: (?P<error>.+)$", re.MULTILINE)
+_CHILD = re.compile(r"-- Process (?P<index>\d+) terminated with the following error")
+# How the parent's spawn reports a child's failure.
+_SPAWN_ECHOES = frozenset({"ProcessRaisedException", "ProcessExitedException"})
+
+
+class SpawnSignatureProbe(Probe):
+    code = "PFL302"
+    kinds = frozenset({"script"})
+
+    def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
+        predicted = _PREDICTED.search(finding.message)
+        if predicted is None:
+            return self._same_rank(finding, run)
+        for index, error in enumerate(run.errors):
+            message = error.get("message") or ""
+            raised = _CHILD_ERROR.search(message)
+            if raised is None or raised["error"] != predicted["error"]:
+                continue
+            child = _CHILD.search(message)
+            who = f"process {child['index']}" if child else "a spawned process"
+            return Judgement(
+                "confirmed",
+                Evidence(
+                    f"{who} failed on entry: spawn called the function as fn(index, *args), a call that cannot bind; "
+                    f"the parent's spawn raised {error.get('type')} with the child's error",
+                    "TypeError",
+                    raised["error"],
+                    error.get("user_frame"),
+                ),
+                (index,),
+            )
+        if run.returncode == 0:
+            return Judgement("not-reproduced", Evidence("every spawned process took its arguments and the script ran to the end"))
+        return None
+
+    @staticmethod
+    def _same_rank(finding: Diagnostic, run: RunRecord) -> Judgement | None:
+        """The index ignored and a rank taken from args: the processes join with one rank, and the second one to
+        host that rank's store, or to wait for the missing ranks, fails."""
+        by_rank: dict[int, set[int]] = defaultdict(set)
+        for event in run.of("joins"):
+            if event["rank"] >= 0:
+                by_rank[event["rank"]].add(event["pid"])
+        shared = {rank: pids for rank, pids in by_rank.items() if len(pids) > 1}
+        if shared:
+            rank, pids = min(shared.items())
+            failures = tuple(
+                i for i, e in enumerate(run.errors) if e.get("pid") in pids or e.get("type") in _SPAWN_ECHOES
+            )
+            error = run.errors[failures[0]] if failures else {}
+            return Judgement(
+                "confirmed",
+                Evidence(
+                    f"{len(pids)} spawned processes joined the process group as rank {rank}: each got the rank from args "
+                    "and none used its index",
+                    error.get("type"),
+                    last_line(error.get("message")) or None,
+                    error.get("user_frame"),
+                ),
+                failures,
+            )
+        if by_rank:
+            return Judgement("not-reproduced", Evidence(f"the processes joined as ranks {sorted(by_rank)}, each once"))
+        return None

@@ -1,0 +1,242 @@
+"""PFL305: the global rank counts processes across nodes, the local rank within one node. A device picked by the
+global rank does not exist on the second node; a writer picked by `local_rank == 0` exists on every node."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+
+from pitfall_lint.analysis.rank_origin import origins, ranks_on_one_machine
+from pitfall_lint.analysis.ranks import depends_on_rank
+from pitfall_lint.analysis.scopes import decorator_names, enclosing_function
+from pitfall_lint.context import FileContext
+from pitfall_lint.diagnostic import RuleInfo
+from pitfall_lint.rules.base import Rule
+
+# Calls whose first argument is a device index.
+_DEVICE_SETTERS = frozenset(
+    {"torch.cuda.set_device", "torch.cuda.device", "torch.xpu.set_device", "torch.accelerator.set_device_index"}
+)
+_DEVICE_KEYWORDS = frozenset({"device_ids", "output_device", "device_id"})
+_MOVES = frozenset({"to", "cuda"})
+_DEVICE_PREFIX = "cuda:"
+# Calls that write a whole file, and which argument names it: two processes that run one on a shared path
+# overwrite each other's bytes. (Appending logs and TensorBoard's per-host event files do not collide.)
+_WRITERS = {"torch.save": 1, "torch.jit.save": 1, "safetensors.torch.save_file": 1, "numpy.save": 0, "open": 0}
+_WRITE_MODES = frozenset("wx")
+_GLOBAL_WORDS = (b"RANK", b"get_rank", b"global_rank", b"process_index")
+_LOCAL_WORDS = (b"LOCAL_RANK", b"local_rank", b"local_process_index", b"get_node_local_rank")
+_READERS = frozenset({"torch.load", "numpy.load", "safetensors.torch.load_file"})
+_TERMINATORS = (ast.Return, ast.Continue, ast.Break, ast.Raise)
+_VALUES = (ast.Name, ast.Attribute, ast.Call)
+
+
+def _integer(node: ast.AST) -> int | None:
+    """A literal integer, negative ones (`-1`, a unary minus in the tree) included."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _integer(node.operand)
+        return -inner if inner is not None else None
+    return node.value if isinstance(node, ast.Constant) and type(node.value) is int else None
+
+
+def _is_zero(node: ast.AST) -> bool:
+    return _integer(node) == 0
+
+
+def _zero_test(test: ast.expr) -> tuple[bool, ast.expr] | None:
+    """(True, subject) when the test holds only if `subject` is 0 (`x == 0`, `x in [-1, 0]`, `x <= 0`, `not x`),
+    (False, subject) when it holds only if `subject` is not 0 (`x != 0`, `x > 0`)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _zero_test(test.operand)
+        if inner is not None:
+            return not inner[0], inner[1]
+        return (True, test.operand) if isinstance(test.operand, (ast.Name, ast.Attribute)) else None
+    if not isinstance(test, ast.Compare) or len(test.ops) != 1:
+        return None
+    left, op, right = test.left, test.ops[0], test.comparators[0]
+    if _is_zero(left) and isinstance(op, (ast.Eq, ast.NotEq)):
+        left, right = right, left
+    if _is_zero(right):
+        if isinstance(op, (ast.Eq, ast.LtE)):
+            return True, left
+        if isinstance(op, (ast.NotEq, ast.Gt)):
+            return False, left
+    if _integer(right) == 1:
+        if isinstance(op, ast.Lt):
+            return True, left
+        if isinstance(op, ast.GtE):
+            return False, left
+    if isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, (ast.List, ast.Tuple, ast.Set)):
+        values = [_integer(e) for e in right.elts]
+        if 0 in values and all(v in (0, -1) for v in values):
+            return isinstance(op, ast.In), left
+    return None
+
+
+class RankVsLocalRank(Rule):
+    info = RuleInfo(
+        code="PFL305",
+        name="rank-vs-local-rank",
+        summary="The global rank picks a CUDA device (there is no cuda:8 on the second node), or `local_rank == 0` "
+        "picks the one writer of a file (every node has a local rank 0).",
+        severity="warning",
+        hint='pick the device with LOCAL_RANK (`int(os.environ["LOCAL_RANK"])`) and the one writer with the global rank '
+        "(`dist.get_rank() == 0`)",
+        verifiable=True,
+    )
+    triggers = (("rank", "RANK", "process_index"),)
+    subscriptions = (ast.Call, ast.JoinedStr, ast.BinOp)
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        # Without a word that can name the global (local) rank, no device (writer) can be picked by it.
+        data = ctx.text.data
+        self._global_words = any(word in data for word in _GLOBAL_WORDS)
+        self._local_words = any(word in data for word in _LOCAL_WORDS)
+
+    def visit(self, node: ast.AST) -> None:
+        for index in self._device_indices(node) if self._global_words else ():
+            if origins(self.ctx, index, self.ctx.ancestors) == {"global"} and not self._on_one_machine():
+                text = ast.unparse(index)
+                self.report(
+                    index,
+                    f"`{text}` is the global rank (RANK, `dist.get_rank()`) and picks a CUDA device: it counts the "
+                    f"processes of every node, so on the second node it asks for devices that node does not have "
+                    f"(rank 8 of two 8-GPU nodes asks for cuda:8: \"CUDA error: invalid device ordinal\"); pick the "
+                    f"device with the local rank, `int(os.environ[\"LOCAL_RANK\"])`",
+                )
+        if isinstance(node, ast.Call) and self._local_words:
+            self._check_writer(node)
+
+    def _device_indices(self, node: ast.AST) -> list[ast.expr]:
+        """The expressions that pick a device index in this node: `set_device(i)`, `f"cuda:{i}"`, `device_ids=[i]`, `.to(i)`."""
+        if isinstance(node, ast.JoinedStr):
+            values = node.values
+            return [
+                value.value for before, value in zip(values, values[1:])
+                if isinstance(before, ast.Constant) and str(before.value).endswith(_DEVICE_PREFIX) and isinstance(value, ast.FormattedValue)
+            ]
+        if isinstance(node, ast.BinOp):  # "cuda:%d" % i, "cuda:" + str(i)
+            template = node.left
+            if isinstance(template, ast.Constant) and isinstance(template.value, str):
+                if isinstance(node.op, ast.Mod) and template.value.startswith(_DEVICE_PREFIX) and "%" in template.value:
+                    return [node.right]
+                if isinstance(node.op, ast.Add) and template.value.endswith(_DEVICE_PREFIX):
+                    return [node.right]
+            return []
+        assert isinstance(node, ast.Call)
+        found: list[ast.expr] = []
+        for keyword in node.keywords:
+            if keyword.arg in _DEVICE_KEYWORDS:
+                value = keyword.value
+                found += value.elts if isinstance(value, (ast.List, ast.Tuple)) and len(value.elts) == 1 else [value]
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr == "format" and isinstance(func.value, ast.Constant):
+            if str(func.value.value).startswith(_DEVICE_PREFIX) and len(node.args) == 1:
+                found.append(node.args[0])
+            return found
+        qualified = self.ctx.qualified_name(func) or ""
+        first = node.args[0] if node.args else None
+        if first is None:
+            return found
+        if qualified in _DEVICE_SETTERS:
+            found.append(first)
+        elif qualified == "torch.device":
+            is_cuda = isinstance(first, ast.Constant) and first.value == "cuda"
+            found.append(node.args[1] if is_cuda and len(node.args) > 1 else first)
+        elif isinstance(func, ast.Attribute) and func.attr in _MOVES and not qualified.startswith("torch."):
+            found.append(first)
+        return found
+
+    def _on_one_machine(self) -> bool:
+        """The file's ranks all run on one machine (the global rank is the local one), or this function is started
+        by a spawn helper (`@torch_spawn([2])` in tests), which starts its processes on this machine too."""
+        function = enclosing_function(self.ctx.ancestors)
+        spawned = function is not None and any("spawn" in name.lower() for name in decorator_names(function))
+        return spawned or ranks_on_one_machine(self.ctx)
+
+    def _per_node(self, path: ast.expr) -> bool:
+        """A file per rank or per node (the path names the rank, the node or the host): no two processes share it."""
+        text = ast.unparse(path).lower()
+        return depends_on_rank(self.ctx, path, self.ctx.ancestors) or any(word in text for word in ("node", "host"))
+
+    def _read_back(self, path: ast.expr) -> bool:
+        """The written file is loaded again in the same function: a cache that each node's first process makes for
+        the others on that node, where the file system may be the node's own."""
+        scope = enclosing_function(self.ctx.ancestors) or self.ctx.tree
+        text = ast.unparse(path)
+        for node in ast.walk(scope):
+            if isinstance(node, ast.Call) and node.args and node.lineno > path.lineno and ast.unparse(node.args[0]) == text:
+                if self.ctx.qualified_name(node.func, self.ctx.ancestors) in _READERS:
+                    return True
+        return False
+
+    # -- the one writer
+
+    def _check_writer(self, call: ast.Call) -> None:
+        what = self._written(call)
+        if what is None:
+            return
+        name, path = what
+        guard = self._local_zero_guard(call, self.ctx.ancestors)
+        if guard is None or self._on_one_machine():
+            return
+        if path is not None and (self._per_node(path) or self._read_back(path)):
+            return
+        self.report(
+            call,
+            f"`{ast.unparse(guard)}` (line {guard.lineno}) picks the one process that runs `{name}`, but it tests the "
+            f"local rank and a local rank 0 exists on every node: on two nodes two processes write, the same file when "
+            f"the file system is shared; pick the writer with the global rank (`dist.get_rank() == 0`)",
+        )
+
+    def _written(self, call: ast.Call) -> tuple[str, ast.expr | None] | None:
+        """How the call writes (as the message names it), and the path when it names one."""
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr == "save_pretrained":
+            return "save_pretrained", call.args[0] if call.args else None
+        qualified = self.ctx.qualified_name(func)
+        if qualified not in _WRITERS:
+            return None
+        if qualified == "open":
+            mode = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "mode"), None)
+            if not (isinstance(mode, ast.Constant) and isinstance(mode.value, str) and _WRITE_MODES & set(mode.value)):
+                return None
+            qualified = f"open(..., {mode.value!r})"
+        position = _WRITERS.get(qualified, 0)
+        return qualified, call.args[position] if len(call.args) > position else None
+
+    def _local_zero_guard(self, node: ast.AST, ancestors: Sequence[ast.AST]) -> ast.expr | None:
+        """The test that lets only local rank 0 reach `node`: an enclosing `if local_rank == 0:` (or the else of
+        `if local_rank != 0:`), or an earlier `if local_rank != 0: return` in an enclosing block."""
+        chain = [*ancestors, node]
+        for parent, child in zip(chain, chain[1:]):
+            if isinstance(parent, ast.If):
+                branch = True if child in parent.body else False if child in parent.orelse else None
+                if branch is not None and self._tests_local_zero(parent.test) is branch:
+                    return parent.test
+            for field in ("body", "orelse", "finalbody"):
+                block = getattr(parent, field, None)
+                if type(block) is not list or child not in block:
+                    continue
+                for statement in block[: block.index(child)]:
+                    if (
+                        isinstance(statement, ast.If) and statement.body and isinstance(statement.body[-1], _TERMINATORS)
+                        and self._tests_local_zero(statement.test) is False
+                    ):
+                        return statement.test
+        return None
+
+    def _tests_local_zero(self, test: ast.expr) -> bool | None:
+        """True when the test holds only on local rank 0 (a node's first process), False only elsewhere, None when
+        it does not test the local rank alone (a test of the global rank too makes a global guard)."""
+        parts = test.values if isinstance(test, ast.BoolOp) else [test]
+        verdicts = set()
+        for part in parts:
+            zero = _zero_test(part)
+            found = origins(self.ctx, zero[1], self.ctx.ancestors) if zero else set()
+            if zero is not None and found == {"local"}:
+                verdicts.add(zero[0])
+            elif any("global" in origins(self.ctx, n, self.ctx.ancestors) for n in ast.walk(part) if isinstance(n, _VALUES)):
+                return None
+        return verdicts.pop() if len(verdicts) == 1 else None
