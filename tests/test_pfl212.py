@@ -83,6 +83,12 @@ CASES = {
             model.epoch = 3
             print(model.epoch)
     """,
+    "set-on-the-bare-model-before-the-wrap-read-after": """
+        model = Net()
+        model.scale = 4.0
+        model = nn.DataParallel(model)
+        assert model.scale == 4.0  # expect: PFL212
+    """,
     "assignment-of-an-attribute-the-model-does-not-have": """
         model = nn.DataParallel(Net())
         model.best_accuracy = 0.0
@@ -168,6 +174,37 @@ CASES = {
         model = nn.DataParallel(Net())
         if hasattr(model, "trunk") and model.trunk is not None:
             pass
+    """,
+    "held-by-an-instance-attribute": """
+        class Trainer:
+            def __init__(self, args):
+                self.model = Net()
+                self.model.freeze_trunk()
+                if args.gpus > 1:
+                    self.model = torch.nn.DataParallel(self.model)
+                self.model.freeze_trunk()  # expect: PFL212
+            def optimizer(self):
+                return torch.optim.SGD(self.model.trunk.parameters(), lr=0.1)  # expect: PFL212
+            def step(self, x):
+                self.model.train()
+                if isinstance(self.model, nn.DataParallel):
+                    return self.model.module.freeze_trunk()
+                return self.model(x)
+    """,
+    "an-instance-attribute-also-given-back-the-bare-model": """
+        class Trainer:
+            def __init__(self):
+                self.model = nn.DataParallel(Net())
+            def unwrap(self):
+                self.model = self.model.module
+            def freeze(self):
+                self.model.freeze_trunk()
+    """,
+    "an-instance-attribute-of-another-object": """
+        class Trainer:
+            def __init__(self, other):
+                self.model = nn.DataParallel(Net())
+                other.model.freeze_trunk()
     """,
 }
 
