@@ -178,6 +178,76 @@ def test_data_parallel_setting(tmp_path: Path) -> None:
     assert run(tmp_path, "never") == set()
 
 
+# A module whose lost state only matters where it is really wrapped (PFL104 reports where a wrap names it).
+COUNTING = """
+class {name}(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+    def forward(self, x):
+        self.calls += 1{mark}
+        return x
+"""
+
+
+def test_state_rules_need_a_wrap_that_names_the_module(tmp_path: Path) -> None:
+    """PFL104's `told_only` reach: a named wrap in another file or data-parallel = "always", not an assumption."""
+    for folder in ("library", "unknown", "named"):
+        (tmp_path / folder).mkdir()
+    library = {"net.py": MODULE + COUNTING.format(name="Net", mark="")}
+    assert_project(tmp_path / "library", library)
+    assert run(tmp_path / "library", "always") == {("net.py", "PFL104", 9)}
+    unknown = {**library, "train.py": DDP_TRAIN + "import models\nfrom torch import nn\ndef run(arch):\n    return nn.DataParallel(models.__dict__[arch]())\n"}
+    assert_project(tmp_path / "unknown", unknown)
+    named = {
+        "net.py": MODULE + COUNTING.format(name="Net", mark="  # expect: PFL104"),
+        "inner.py": MODULE + COUNTING.format(name="Inner", mark="  # expect: PFL104"),
+        "outer.py": MODULE + "from inner import Inner\nclass Outer(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.inner = Inner()\n",
+        "train.py": DDP_TRAIN + "from torch import nn\nfrom net import Net\nfrom outer import Outer\n"
+        "a = nn.DataParallel(Net())\nb = nn.DataParallel(Outer())\n",
+    }
+    assert_project(tmp_path / "named", named)
+
+
+WRAPPED_ELSEWHERE: dict[str, dict[str, str]] = {
+    "the-wrapped-class-and-its-base-in-other-files": {
+        "models/__init__.py": "",
+        "models/base.py": MODULE + "class Base(nn.Module):\n    def scaled(self, x):\n        return x * self.temperature\n",
+        "models/net.py": MODULE + "from .base import Base\nclass Net(Base):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.temperature = 1.0\n    def freeze(self):\n        pass\n",
+        "build.py": "from models.net import Net\ndef build():\n    return Net().cuda()\n",
+        "train.py": "from torch import nn\nfrom build import build\nmodel = nn.DataParallel(build())\n"
+        "model.temperature = 2.0  # expect: PFL212\nmodel.freeze()  # expect: PFL212\nmodel.note = 'x'\n",
+    },
+    "a-builder-two-files-away-returns-it-compiled": {
+        "fast.py": "import torch\nfrom net import Net\ndef compiled():\n    return torch.compile(Net())\n",
+        "net.py": MODULE + "class Net(nn.Module):\n    pass\n",
+        "build.py": "from fast import compiled\ndef build():\n    return compiled()\n",
+        "train.py": "from torch import nn\nfrom build import build\nmodel = nn.DataParallel(build())  # expect: PFL106\n"
+        "other = nn.DataParallel(build) if False else None\n",
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(WRAPPED_ELSEWHERE))
+def test_the_wrapped_model_is_told_across_files(tmp_path: Path, name: str) -> None:
+    assert_project(tmp_path, WRAPPED_ELSEWHERE[name])
+
+
+def test_wrapped_classes_and_their_members(tmp_path: Path) -> None:
+    from pitfall_lint.project.model import ProjectModel
+
+    write(tmp_path, WRAPPED_ELSEWHERE["the-wrapped-class-and-its-base-in-other-files"])
+    files = [str(p) for p in tmp_path.rglob("*.py")]
+    model = ProjectModel(str(tmp_path), files)
+    train = str(tmp_path / "train.py")
+    ((path, name, _, line),) = model.wrapped_classes(train, 3, 8)
+    assert (path, name, line) == (str(tmp_path / "models" / "net.py"), "Net", 4)
+    assert model.members(path, name) == [["__init__", "freeze", "scaled"], ["temperature"]]
+    assert model.wrapped_classes(train, 3, 0) is None  # no wrap call starts there
+
+
 SAVE_HELPER = "import torch\ndef save_weights(model, path):\n    torch.save(model.state_dict(), path){mark}\n"
 SAVES = {
     "guarded-caller-in-another-file": {

@@ -63,6 +63,11 @@ BAD = [
     ("PFL401", "missing-distributed-sampler", {("PFL401", 19, "confirmed")}, "ranks 0, 1 each iterated all 8 samples through a RandomSampler"),
     ("PFL402", "missing-set-epoch", {("PFL402", 18, "confirmed")}, "the sampler's epoch stayed 0, so every epoch repeats the first shuffle"),
     ("PFL404", "rank-seeding", {("PFL404", 20, "confirmed")}, "seeds [0, 1] gave the ranks different permutations"),
+    ("PFL104", "dp-state-mutation-in-forward", {("PFL104", 19, "confirmed")},
+     "after 3 DataParallel step(s), `batches_seen` of the original WarmupNet is 0; the replicas had set it to 1, 1"),
+    ("PFL105", "dp-scalar-or-non-tensor-output", {("PFL105", 20, "confirmed")},
+     "Was asked to gather along dimension 0, but all input tensors were scalars; will instead unsqueeze and return a vector."),
+    ("PFL106", "compile-with-data-parallel", {("PFL106", 24, "confirmed")}, "'Net' object has no attribute 'head'"),
 ]
 
 
@@ -264,3 +269,92 @@ def test_verify_no_longer_confirms_what_fix_rewrote(tmp_path: Path, code: str) -
     returncode, report, stderr = verify(copy / "bad.py", *selecting(code), cwd=copy)
     assert (returncode, report["findings"], report["unexplained"]) == (0, [], []), stderr
     assert report["outcome"] == "finished without a failure; no process left behind"
+
+
+def confirmed_evidence(report: dict[str, Any], line: int) -> dict[str, Any]:
+    (finding,) = [f for f in report["findings"] if f["line"] == line]
+    assert finding["status"] == "confirmed", finding
+    return finding["evidence"]
+
+
+def test_pfl104_shows_the_values_the_replicas_lost() -> None:
+    _, report, _ = verify(fixture("PFL104", "dp-state-mutation-in-forward", "bad"))
+    assert confirmed_evidence(report, 19) == {
+        "mechanism": "after 3 DataParallel step(s), `batches_seen` of the original WarmupNet is 0; the replicas had set it "
+        "to 1, 1, and were thrown away",
+        "error_type": None, "message": None, "user_frame": None,
+    }
+
+
+def test_pfl105_gather_of_a_scalar_explains_the_failed_backward() -> None:
+    returncode, report, _ = verify(fixture("PFL105", "dp-scalar-or-non-tensor-output", "bad"))
+    assert (returncode, report["unexplained"]) == (1, [])
+    assert confirmed_evidence(report, 20)["mechanism"] == (
+        "each of the 2 replicas returned a 0-dim tensor; the gather made a vector of 2 of them, and `.backward()` on it "
+        "failed: grad can be implicitly created only for scalar outputs"
+    )
+
+
+def test_pfl105_a_python_number_fails_the_gather() -> None:
+    returncode, report, _ = verify(CASES / "dp_number_output.py")
+    assert (returncode, verdicts(report), report["unexplained"]) == (1, {("PFL105", 15, "confirmed")}, [])
+    evidence = confirmed_evidence(report, 15)
+    assert (evidence["error_type"], evidence["message"]) == ("TypeError", "'float' object is not iterable")
+    assert evidence["mechanism"] == "each of the 2 replicas returned a Python float as output[1], which the gather cannot take apart"
+    assert evidence["user_frame"]["line"] == 19
+
+
+def test_pfl105_a_string_silently_becomes_a_map_object() -> None:
+    returncode, report, _ = verify(CASES / "dp_string_output.py")
+    assert (returncode, verdicts(report)) == (1, {("PFL105", 13, "confirmed")})
+    assert report["outcome"] == "finished without a failure; no process left behind"
+    mechanism = confirmed_evidence(report, 13)["mechanism"]
+    assert mechanism.startswith(
+        "each of the 2 replicas returned a string as output['tag']; the gather returned the text '<map object at 0x"
+    ) and mechanism.endswith("' as output['tag'] instead")
+
+
+def test_pfl106_shows_the_original_model_losing_its_layers() -> None:
+    _, report, _ = verify(fixture("PFL106", "compile-with-data-parallel", "bad"))
+    evidence = confirmed_evidence(report, 24)
+    assert evidence["mechanism"] == (
+        "replicating the compiled module rewrote the original Net's submodules from ['encoder', 'head'] to ['_orig_mod']: "
+        "the replicas' tables were written onto the model inside the OptimizedModule"
+    )
+    assert (evidence["error_type"], evidence["user_frame"]["line"]) == ("AttributeError", 19)
+
+
+def test_pfl106_module_compile_runs_the_original_on_every_replica() -> None:
+    returncode, report, _ = verify(CASES / "dp_module_compile.py")
+    assert (returncode, verdicts(report), report["unexplained"]) == (1, {("PFL106", 19, "confirmed")}, [])
+    evidence = confirmed_evidence(report, 19)
+    assert "[pitfall-lint DataParallel emulation: replica 1 called linear() on 'lin.weight'" in evidence["message"]
+    assert evidence["mechanism"] == (
+        "`Net.compile()` stored a compiled forward bound to the original Net; the replicas copied it and ran on the "
+        "original's parameters"
+    )
+
+
+def test_pfl212_attribute_error_and_the_attribute_the_module_never_saw() -> None:
+    path = fixture("PFL212", "wrapper-attribute-without-module", "bad")
+    assert expected(path.read_text()) == {("PFL212", 27), ("PFL212", 29)}
+    returncode, report, _ = verify(path)
+    assert (returncode, verdicts(report), report["unexplained"]) == (1, {("PFL212", 27, "confirmed"), ("PFL212", 29, "confirmed")}, [])
+    assert confirmed_evidence(report, 27)["mechanism"] == (
+        "line 27 set `temperature` = 2.0 on the DataParallel wrapper; when forward ran, the wrapped Net's own "
+        "`temperature` was still 1.0"
+    )
+    evidence = confirmed_evidence(report, 29)
+    assert (evidence["error_type"], evidence["message"]) == ("AttributeError", "'DataParallel' object has no attribute 'freeze_trunk'")
+    assert evidence["user_frame"]["line"] == 29
+    returncode, report, stderr = verify(fixture("PFL212", "wrapper-attribute-without-module", "fixed"))
+    assert (returncode, report["findings"], report["unexplained"]) == (0, [], []), stderr
+
+
+def test_pfl212_under_ddp_every_rank_fails() -> None:
+    returncode, report, _ = verify(CASES / "ddp_wrapper_method.py")
+    assert (returncode, report["run"], verdicts(report), report["unexplained"]) == (
+        1, "distributed", {("PFL212", 26, "confirmed")}, []
+    )
+    evidence = confirmed_evidence(report, 26)
+    assert evidence["message"] == "'DistributedDataParallel' object has no attribute 'freeze_trunk'"

@@ -79,10 +79,14 @@ def is_module_class(
     return ctx.memo[key]  # type: ignore[return-value]
 
 
-def data_parallel_reach(ctx: FileContext, cls: ast.ClassDef, ancestors: Sequence[ast.AST]) -> Evidence | None:
+def data_parallel_reach(
+    ctx: FileContext, cls: ast.ClassDef, ancestors: Sequence[ast.AST], wrapped_only: bool = False, told_only: bool = False
+) -> Evidence | None:
     """Where nn.DataParallel wraps the module (or a module holding it), [] when nothing in the project says but
-    it may be wrapped (a model library, or `data-parallel = "always"`); None when DataParallel cannot reach it."""
-    return ctx.project.data_parallel_reach(cls, ancestors)
+    it may be wrapped (a model library, or `data-parallel = "always"`); None when DataParallel cannot reach it.
+    `wrapped_only`: the module DataParallel calls itself, not a submodule; `told_only`: not where it is only assumed
+    (a model library, a wrap whose model the source cannot tell)."""
+    return ctx.project.data_parallel_reach(cls, ancestors, wrapped_only, told_only)
 
 
 _WRAPPER_NAMES = {"DataParallel": "nn.DataParallel"}
@@ -103,6 +107,38 @@ def method_kind(function: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodKind:
     if any(d == "property" or d.endswith((".setter", ".getter", "cached_property")) for d in decorators):
         return "property"
     return "method"
+
+
+# Calls that return the module they are called on: `Net().to(device)` is still a Net.
+_SAME_MODULE_METHODS = frozenset(
+    {"to", "cuda", "cpu", "float", "half", "double", "bfloat16", "train", "eval", "requires_grad_", "to_empty"}
+)
+
+
+def same_module(value: ast.AST) -> ast.AST:
+    """`Net()` for `Net().to(device).eval()`: the expression whose module the calls return."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _SAME_MODULE_METHODS:
+        value = value.func.value
+    return value
+
+
+_REGISTRARS = frozenset({"register_buffer", "register_parameter", "register_module", "add_module"})
+
+
+def registered_name(node: ast.AST, instance: str) -> str | None:
+    """"x" for `self.register_buffer("x", ...)` (a parameter, submodule or buffer registered by name)."""
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in _REGISTRARS
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == instance
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+    ):
+        return node.args[0].value
+    return None
 
 
 def inherited_methods(ctx: FileContext, cls: ast.ClassDef, ancestors: Sequence[ast.AST]) -> dict[str, MethodKind]:

@@ -285,3 +285,73 @@ def preceded_by(
                 if place is not None and first < place:
                     return True
     return False
+
+
+def _blocks(statement: ast.AST) -> list[list[ast.stmt]]:
+    """The statement lists directly inside a statement: bodies, else branches, handlers' and cases' bodies."""
+    found = []
+    for _, value in ast.iter_fields(statement):
+        if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
+            found.append(value)
+        elif isinstance(value, list):
+            found += [item.body for item in value if isinstance(item, (ast.ExceptHandler, ast.match_case))]
+    return found
+
+
+Branch = tuple[str, bool]  # an `if` test (as source) and whether the node is in its body (else its else branch)
+
+
+def _bound_value(statement: ast.stmt, name: str) -> ast.expr | None:
+    """What the statement binds to the name: the value of `name = v`, `name op v` for `name op= v`, and the bare
+    name (a value that cannot be told) for a loop or `with` target; None when it does not bind it."""
+    if isinstance(statement, ast.Assign) and any(is_name(t, name) for t in statement.targets):
+        return statement.value
+    if isinstance(statement, ast.AnnAssign) and statement.value is not None and is_name(statement.target, name):
+        return statement.value
+    if isinstance(statement, ast.AugAssign) and is_name(statement.target, name):
+        return ast.copy_location(ast.BinOp(ast.Name(name, ast.Load()), statement.op, statement.value), statement)
+    targets = [statement.target] if isinstance(statement, (ast.For, ast.AsyncFor)) else []
+    targets += [item.optional_vars for item in statement.items if item.optional_vars] if isinstance(statement, ast.With) else []
+    if any(_binds(t, name, unpacked=True) for t in targets):
+        return ast.copy_location(ast.Name(name, ast.Load()), statement)
+    return None
+
+
+def _branches(chain: Sequence[ast.AST]) -> set[Branch]:
+    found = set()
+    for parent, child in zip(chain, chain[1:]):
+        if isinstance(parent, ast.If) and child is not parent.test:
+            found.add((ast.dump(parent.test), child in parent.body))
+    return found
+
+
+def reaching_values(name: str, scope: ast.AST, use: ast.AST, ancestors: Sequence[ast.AST]) -> list[ast.expr]:
+    """The values that `name` may hold at `use` (a node inside `scope`, with its ancestors): the last simple
+    assignment that always runs before it, and the conditional ones after that one. An assignment in one branch
+    of an `if` does not reach the other branch, nor the other branch of a later `if` on the same test; loops' back
+    edges are not followed. Empty when nothing in the scope assigns it first (a parameter, a global)."""
+    chain = [*ancestors, use]
+    enclosing = {id(block) for parent, child in zip(chain, chain[1:]) for block in _blocks(parent) if child in block}
+    exclusive = {(test, not body) for test, body in _branches(chain)}
+    position = (getattr(use, "lineno", 0), getattr(use, "col_offset", 0))
+    found: list[tuple[ast.expr, bool]] = []
+
+    def walk(block: list[ast.stmt], branches: frozenset[Branch]) -> None:
+        for statement in block:
+            if isinstance(statement, (*FUNCTIONS, ast.ClassDef)) or (statement.lineno, statement.col_offset) >= position:
+                continue
+            value = _bound_value(statement, name)
+            ends_before = (statement.end_lineno or 0, statement.end_col_offset or 0) <= position
+            if value is not None and (ends_before or isinstance(statement, (ast.For, ast.AsyncFor, ast.With))):
+                if not branches & exclusive:
+                    found.append((value, id(block) in enclosing))
+            for inner in _blocks(statement):
+                if isinstance(statement, ast.If):
+                    walk(inner, branches | {(ast.dump(statement.test), inner is statement.body)})
+                else:
+                    walk(inner, branches)
+
+    for block in _blocks(scope) if not isinstance(scope, ast.Module) else [scope.body]:
+        walk(block, frozenset())
+    last_certain = max((i for i, (_, certain) in enumerate(found) if certain), default=0)
+    return [value for value, _ in found[last_certain:]]

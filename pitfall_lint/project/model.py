@@ -21,7 +21,7 @@ from pitfall_lint.analysis.scopes import definition_name
 from pitfall_lint.analysis.wrappers import same_checkpoint
 from pitfall_lint.project.layout import Layout
 from pitfall_lint.project.store import SummaryStore, content_key
-from pitfall_lint.project.summary import UNKNOWN, CallSite, FileSummary, summarize
+from pitfall_lint.project.summary import UNKNOWN, CallSite, FileSummary, WrapSite, summarize
 
 DataParallelMode = Literal["auto", "always", "never"]
 DATA_PARALLEL_MODES: tuple[DataParallelMode, ...] = ("auto", "always", "never")
@@ -31,6 +31,7 @@ _MAX_DEPTH = 3  # call-graph and builder hops followed from a definition
 _DATA_PARALLEL_CALLS = (b"DataParallel(", b"DataParallel (", b"DataParallel as", b"data_parallel(")
 _DP_STRATEGY = (b'"dp"', b"'dp'")
 _LIGHTNING_ENTRIES = (b"Fabric(",)
+_COMPILE = "torch.compile"
 
 
 def may_wrap_in_data_parallel(data: bytes) -> bool:
@@ -53,7 +54,9 @@ class _Reach:
     """Which module classes nn.DataParallel can run: `everything` (with its evidence) or the ones in `classes`."""
 
     everything: Evidence | None = None
+    chosen: bool = False  # `everything` set by the user (data-parallel = "always"), not assumed
     classes: dict[tuple[str, str], Evidence] = field(default_factory=dict)
+    wrapped: dict[tuple[str, str], Evidence] = field(default_factory=dict)  # the wrapped classes and their bases
 
 
 class ProjectModel:
@@ -296,12 +299,70 @@ class ProjectModel:
 
         return self._memoised(("methods", path, name), compute)  # type: ignore[return-value]
 
-    def data_parallel_reach(self, path: str, name: str) -> Evidence | None:
-        """None when nn.DataParallel cannot run this class; else where it is wrapped ([] for a model library)."""
+    def data_parallel_reach(self, path: str, name: str, wrapped_only: bool = False, told_only: bool = False) -> Evidence | None:
+        """None when nn.DataParallel cannot run this class; else where it is wrapped ([] for a model library).
+
+        `wrapped_only`: only the module DataParallel itself calls (whose outputs it gathers), the wrapped class or a
+        base of it, not a submodule. `told_only`: only where a wrap of the project names the class (or the user
+        chose data-parallel = "always"), not where it is assumed (a model library, a wrap of an unknown model)."""
         reach = self._reach()
-        if reach.everything is not None:
+        if reach.everything is not None and (reach.chosen or not told_only):
             return reach.everything
-        return reach.classes.get((path, name))
+        return (reach.wrapped if wrapped_only else reach.classes).get((path, name))
+
+    def _wrap_at(self, path: str, line: int, column: int) -> WrapSite | None:
+        return next((w for w in (self.summary(path) or FileSummary()).wraps if (w.line, w.column) == (line, column)), None)
+
+    def wrapped_classes(self, path: str, line: int, column: int) -> list[list] | None:
+        """[path, name, path as displayed, line] of each project class that the wrap call at this place of the file
+        wraps; None when the source cannot tell (the model comes from a parameter, an external builder, ...)."""
+        wrap = self._wrap_at(path, line, column)
+        if wrap is None:
+            return None
+        classes = self._built_classes(path, wrap.target, 0)
+        if not classes:
+            return None
+        facts = {c: self._class_facts(*c) for c in classes}
+        return [[c[0], c[1], self.display(c[0]), f.line if f else 1] for c, f in sorted(facts.items())]
+
+    def members(self, path: str, name: str) -> list[list[str]]:
+        """[methods, reads] of the class and of its project bases: the methods they define, and the names their code
+        reads on the instance (`self.temperature`); not what bases outside the project define."""
+
+        def compute() -> list[list[str]]:
+            methods: set[str] = set()
+            reads: set[str] = set()
+            for class_path, class_name in self._class_ancestors(path, name):
+                facts = self._class_facts(class_path, class_name)
+                if facts is not None:
+                    methods.update(m for m, _ in facts.methods)
+                    reads.update(facts.reads)
+            return [sorted(methods), sorted(reads - methods)]
+
+        return self._memoised(("members", path, name), compute)  # type: ignore[return-value]
+
+    def compiled_wrap(self, path: str, line: int, column: int) -> Evidence | None:
+        """[path, line, name] of a builder function, called by the wrap call at this place, that returns
+        `torch.compile(...)`."""
+        wrap = self._wrap_at(path, line, column)
+        return None if wrap is None else self._compiled_by(path, wrap.target, 0)
+
+    def _compiled_by(self, path: str, ref: str, depth: int) -> Evidence | None:
+        symbol = self.resolve(path, ref)
+        if symbol[0] != "function" or depth >= _MAX_DEPTH:
+            return None
+        summary = self.summary(symbol[1])
+        if summary is None:
+            return None
+        for function, value in summary.returns:
+            if function != symbol[2]:
+                continue
+            if self.resolve(symbol[1], value) == ("external", _COMPILE):
+                return [self.display(symbol[1]), dict(summary.functions).get(function, 1), function]
+            found = self._compiled_by(symbol[1], value, depth + 1)
+            if found is not None:
+                return found
+        return None
 
     def _reach(self) -> _Reach:
         return self._memoised(("reach",), self._compute_reach)  # type: ignore[return-value]
@@ -310,7 +371,7 @@ class ProjectModel:
         if self.data_parallel == "never":
             return _Reach()
         if self.data_parallel == "always":
-            return _Reach(everything=[])
+            return _Reach(everything=[], chosen=True)
         sites = [
             (path, wrap)
             for path in self.files
@@ -334,6 +395,8 @@ class ProjectModel:
                 return _Reach(everything=evidence)
             for cls in classes if classes is not None else self._classes_at_hand(path):
                 self._reach_from(cls, evidence, reach.classes)
+                for ancestor in self._class_ancestors(*cls):
+                    reach.wrapped.setdefault(ancestor, evidence)
         return reach
 
     def _classes_at_hand(self, path: str) -> list[tuple[str, str]]:
@@ -515,6 +578,9 @@ _QUESTIONS = {
     "module-class": "is_module_class",
     "methods": "class_methods",
     "dp-reach": "data_parallel_reach",
+    "wrapped-classes": "wrapped_classes",
+    "members": "members",
+    "compiled-wrap": "compiled_wrap",
     "callers-restricted": "callers_restricted",
     "has-callers": "has_callers",
     "every-rank-caller": "every_rank_caller",
@@ -555,8 +621,22 @@ class ProjectView:
     def class_methods(self, cls: ast.ClassDef, ancestors: Sequence[ast.AST]) -> dict[str, str]:
         return self._ask("methods", self.path, definition_name(cls, ancestors))  # type: ignore[return-value]
 
-    def data_parallel_reach(self, cls: ast.ClassDef, ancestors: Sequence[ast.AST]) -> Evidence | None:
-        return self._ask("dp-reach", self.path, definition_name(cls, ancestors))  # type: ignore[return-value]
+    def data_parallel_reach(
+        self, cls: ast.ClassDef, ancestors: Sequence[ast.AST], wrapped_only: bool = False, told_only: bool = False
+    ) -> Evidence | None:
+        name = definition_name(cls, ancestors)
+        return self._ask("dp-reach", self.path, name, wrapped_only, told_only)  # type: ignore[return-value]
+
+    def wrapped_classes(self, wrap: ast.Call) -> list[list] | None:
+        """The classes that this DataParallel/DDP call of the file wraps."""
+        return self._ask("wrapped-classes", self.path, wrap.lineno, wrap.col_offset)  # type: ignore[return-value]
+
+    def members(self, path: str, name: str) -> list[list[str]]:
+        """[methods, names its code reads on the instance] of a class anywhere in the project (see wrapped_classes)."""
+        return self._ask("members", path, name)  # type: ignore[return-value]
+
+    def compiled_wrap(self, wrap: ast.Call) -> Evidence | None:
+        return self._ask("compiled-wrap", self.path, wrap.lineno, wrap.col_offset)  # type: ignore[return-value]
 
     def callers_restricted(self, function: Definition, ancestors: Sequence[ast.AST]) -> Evidence | None:
         return self._ask("callers-restricted", self.path, definition_name(function, ancestors))  # type: ignore[return-value]

@@ -16,14 +16,14 @@ from dataclasses import astuple, dataclass, fields, is_dataclass
 from typing import Any
 
 from pitfall_lint.analysis.distributed import DISTRIBUTED_TRIGGERS, SETUP_NODES, SPAWNERS, setup_kind
-from pitfall_lint.analysis.modules import method_kind
+from pitfall_lint.analysis.modules import method_kind, same_module
 from pitfall_lint.analysis.ranks import depends_on_rank, is_locally_restricted
-from pitfall_lint.analysis.scopes import FUNCTIONS, decorator_names, definition_name, enclosing_function, local_value, scope_path, self_name
+from pitfall_lint.analysis.scopes import FUNCTIONS, decorator_names, definition_name, enclosing_function, is_name, local_value, scope_path, self_name
 from pitfall_lint.analysis.wrappers import checkpoint_key, saved_wrapper_states
 from pitfall_lint.context import FileContext
 from pitfall_lint.traversal import Handler, traverse
 
-FORMAT = 4  # bump when a field changes: cached summaries of another format are computed afresh
+FORMAT = 5  # bump when a field changes: cached summaries of another format are computed afresh
 
 UNKNOWN = "?"  # a wrapped or returned module whose class cannot be told from the source
 _DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.data_parallel"})
@@ -33,10 +33,6 @@ _OTHER_WRAPPERS = {
 }
 # Decorators that keep the signature of what they decorate.
 _SIGNATURE_KEEPING = frozenset({"staticmethod", "classmethod", "record", "functools.wraps"})
-# Calls that return the module they are called on: `Net().to(device)` is still a Net.
-_SAME_MODULE_METHODS = frozenset(
-    {"to", "cuda", "cpu", "float", "half", "double", "bfloat16", "train", "eval", "requires_grad_", "to_empty"}
-)
 # Roots of refs that never name a project definition: not worth a place in the summary.
 _EXTERNAL_ROOTS = frozenset(
     {
@@ -61,6 +57,7 @@ class ClassFacts:
     bases: tuple[str, ...]  # refs
     methods: tuple[tuple[str, str], ...]  # (name, kind) of the methods defined in its body
     builds: tuple[str, ...]  # refs of what its methods call: the submodules it may hold
+    reads: tuple[str, ...] = ()  # the names its methods read on the instance (`self.x`): what its code uses
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +76,7 @@ class WrapSite:
     target: str  # ref of what builds the wrapped module, UNKNOWN when the source cannot tell
     caller: str
     splits_batch: bool  # DataParallel scatters along dim 0
+    column: int = 0  # of the call, which tells apart two wraps on one line (`DP(a()) if fast else DP(b())`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,8 +122,8 @@ class FileSummary:
 
         return FileSummary(
             classes=tuple(
-                ClassFacts(name, line, tuple(bases), tuple((m, k) for m, k in methods), tuple(builds))
-                for name, line, bases, methods, builds in classes
+                ClassFacts(name, line, tuple(bases), tuple((m, k) for m, k in methods), tuple(builds), tuple(reads))
+                for name, line, bases, methods, builds, reads in classes
             ),
             functions=pairs(functions),
             imports=pairs(imports),
@@ -176,8 +174,7 @@ class _Reader:
 
     def built_ref(self, value: ast.AST | None, ancestors: Sequence[ast.AST], depth: int = 0) -> str:
         """The ref of the call that builds the module `value` holds, UNKNOWN when it cannot be told."""
-        while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _SAME_MODULE_METHODS:
-            value = value.func.value
+        value = same_module(value) if value is not None else None
         if isinstance(value, ast.Call):
             root = value.func
             while isinstance(root, ast.Attribute):
@@ -296,10 +293,12 @@ class _Builder:
         if qualified in _DATA_PARALLEL:
             target = _keyword(node, "module") or (node.args[0] if node.args else None)
             position = 3 if qualified == "torch.nn.DataParallel" else 4
-            self.wraps.append(WrapSite("DataParallel", node.lineno, reader.built_ref(target, ancestors), caller, _splits_batch(node, position)))
+            built = reader.built_ref(target, ancestors)
+            self.wraps.append(WrapSite("DataParallel", node.lineno, built, caller, _splits_batch(node, position), node.col_offset))
         elif qualified in _OTHER_WRAPPERS:
             target = _keyword(node, "module") or (node.args[0] if node.args else None)
-            self.wraps.append(WrapSite(_OTHER_WRAPPERS[qualified], node.lineno, reader.built_ref(target, ancestors), caller, False))
+            built = reader.built_ref(target, ancestors)
+            self.wraps.append(WrapSite(_OTHER_WRAPPERS[qualified], node.lineno, built, caller, False, node.col_offset))
         elif qualified in SPAWNERS and node.args:
             target = node.args[0]
             spawned = reader.callee_ref(target, ancestors, ctx.qualified_name(target, ancestors)) if isinstance(target, (ast.Name, ast.Attribute)) else None
@@ -355,6 +354,7 @@ class _Builder:
                     tuple(ctx.qualified_name(base, []) or UNKNOWN for base in cls.bases),
                     tuple((f.name, method_kind(f)) for f in cls.body if isinstance(f, FUNCTIONS)),
                     tuple(dict.fromkeys(builds)),
+                    _instance_reads(cls),
                 )
                 for name, cls, builds in self.classes.values()
             ),
@@ -394,6 +394,22 @@ def summarize(ctx: FileContext) -> FileSummary:
     builder = _Builder(walk)
     traverse(walk, builder.handlers())
     return builder.summary()
+
+
+def _instance_reads(cls: ast.ClassDef) -> tuple[str, ...]:
+    """`x` for every `self.x` or `getattr(self, "x")` read in a method (the instance being its first parameter)."""
+    found = []
+    for method in cls.body:
+        instance = self_name(method) if isinstance(method, FUNCTIONS) else None
+        for node in ast.walk(method) if instance is not None else ():
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and is_name(node.value, instance):
+                found.append(node.attr)
+            elif (
+                isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" and len(node.args) > 1
+                and is_name(node.args[0], instance) and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)
+            ):
+                found.append(node.args[1].value)
+    return tuple(sorted(set(found)))
 
 
 def _module_imports(ctx: FileContext) -> list[tuple[str, str]]:

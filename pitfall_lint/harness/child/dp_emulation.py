@@ -231,3 +231,7 @@ class EmulatedDataParallel(nn.DataParallel):
             if isinstance(result, ExceptionWrapper):
                 result.reraise()
         return results
+
+
+# Messages name the class as torch's own does: "'DataParallel' object has no attribute 'freeze_trunk'".
+EmulatedDataParallel.__name__ = EmulatedDataParallel.__qualname__ = "DataParallel"

@@ -25,6 +25,7 @@ from typing import Any
 
 from pitfall_lint.harness.child.coverage import LineRecorder
 from pitfall_lint.harness.child.events import SCRIPT, current_rank, emit, emit_error, user_line
+from pitfall_lint.harness.child.wrapper_observers import observe_wrappers
 
 SCRATCH = "PITFALL_LINT_SCRATCH"
 SAVE_DELAY = "PITFALL_LINT_SAVE_DELAY"  # seconds, for the first saves of each process
@@ -240,6 +241,7 @@ def _patch_torch(torch: Any) -> None:
     _patch_data_loading(torch)
     _patch_process_group(torch)
     _patch_data_parallel(torch)
+    observe_wrappers(torch)
     _patch_step_budget(torch)
     nodes.patch(torch)
 
