@@ -21,7 +21,7 @@ from pitfall_lint.analysis.scopes import definition_name
 from pitfall_lint.analysis.wrappers import same_checkpoint
 from pitfall_lint.project.layout import Layout
 from pitfall_lint.project.store import SummaryStore, content_key
-from pitfall_lint.project.summary import UNKNOWN, CallSite, FileSummary, summarize
+from pitfall_lint.project.summary import UNKNOWN, CallSite, FileSummary, WrapSite, summarize
 
 DataParallelMode = Literal["auto", "always", "never"]
 DATA_PARALLEL_MODES: tuple[DataParallelMode, ...] = ("auto", "always", "never")
@@ -48,12 +48,21 @@ Symbol = tuple[str, ...]  # ("class" | "function", path, scope path), ("external
 _UNKNOWN: Symbol = ("unknown",)
 
 
+WrapperKind = Literal["DataParallel", "DistributedDataParallel"]
+# The kinds of WrapSite that are not nn.DataParallel, whatever the framework.
+_DISTRIBUTED_WRAPS = frozenset({"DistributedDataParallel", "FullyShardedDataParallel"})
+# How evidence of a reach names the class that holds the module: "" when the module is the wrapped one (or a base
+# class of it), "?" when the wrap's module could not be told from the source.
+WRAPPED_ITSELF, WRAPPED_UNKNOWN = "", "?"
+
+
 @dataclass
 class _Reach:
-    """Which module classes nn.DataParallel can run: `everything` (with its evidence) or the ones in `classes`."""
+    """Which module classes a wrapper can run: every class (`everything`, with the wraps' evidence) and the ones
+    in `classes`, each with the evidence of every wrap that reaches it."""
 
-    everything: Evidence | None = None
-    classes: dict[tuple[str, str], Evidence] = field(default_factory=dict)
+    everything: list[Evidence] = field(default_factory=list)
+    classes: dict[tuple[str, str], list[Evidence]] = field(default_factory=dict)
 
 
 class ProjectModel:
@@ -298,36 +307,50 @@ class ProjectModel:
 
     def data_parallel_reach(self, path: str, name: str) -> Evidence | None:
         """None when nn.DataParallel cannot run this class; else where it is wrapped ([] for a model library)."""
-        reach = self._reach()
-        if reach.everything is not None:
-            return reach.everything
-        return reach.classes.get((path, name))
+        found = self.wrapper_reach("DataParallel", path, name)
+        return found[0] if found else None
 
-    def _reach(self) -> _Reach:
-        return self._memoised(("reach",), self._compute_reach)  # type: ignore[return-value]
+    def wrapper_reach(self, kind: WrapperKind, path: str, name: str) -> list[Evidence]:
+        """Every wrap of this kind that can run the class, the ones that wrap it itself first; [] when none can.
 
-    def _compute_reach(self) -> _Reach:
-        if self.data_parallel == "never":
-            return _Reach()
-        if self.data_parallel == "always":
-            return _Reach(everything=[])
-        sites = [
+        Each is `[path, line, wrap kind, splits batch, holder, options]`: `holder` is WRAPPED_ITSELF, the class
+        that holds it as a submodule, or WRAPPED_UNKNOWN; `options` are the wrap's [name, "True"|"False"|"?"]. The
+        evidence `[]` stands for no place at all (a model library, or `data-parallel = "always"`)."""
+        reach = self._reach(kind)
+        return sorted(reach.classes.get((path, name), []), key=_closeness) + reach.everything
+
+    def _reach(self, kind: WrapperKind) -> _Reach:
+        return self._memoised(("reach", kind), lambda: self._compute_reach(kind))  # type: ignore[return-value]
+
+    def _wrap_sites(self, kind: WrapperKind) -> list[tuple[str, WrapSite]]:
+        if kind == "DataParallel":
+            files = [p for p in self.files if (data := self._content(p)) is not None and may_wrap_in_data_parallel(data)]
+        else:
+            files = self._files_with((kind.encode(),))
+        return [
             (path, wrap)
-            for path in self.files
-            if (data := self._content(path)) is not None and may_wrap_in_data_parallel(data)
+            for path in files
             for wrap in (self.summary(path) or FileSummary()).wraps
-            if wrap.kind not in ("DistributedDataParallel", "FullyShardedDataParallel")
+            if (wrap.kind not in _DISTRIBUTED_WRAPS if kind == "DataParallel" else wrap.kind == kind)
         ]
-        if not sites:
+
+    def _compute_reach(self, kind: WrapperKind) -> _Reach:
+        if kind == "DataParallel" and self.data_parallel != "auto":
+            return _Reach(everything=[[]] if self.data_parallel == "always" else [])
+        sites = self._wrap_sites(kind)
+        if not sites and kind == "DataParallel" and not self._trains_distributed():
             # A project that trains in parallel without DataParallel never runs its modules under it; a model
             # library that trains nothing itself leaves the choice to its users, who may wrap.
-            return _Reach() if self._trains_distributed() else _Reach(everything=[])
+            return _Reach(everything=[[]])
         reach = _Reach()
         for path, wrap in sites:
-            evidence = [self.display(path), wrap.line, wrap.kind, wrap.splits_batch]
+            def evidence(holder: str, path: str = path, wrap: WrapSite = wrap) -> Evidence:
+                return [self.display(path), wrap.line, wrap.kind, wrap.splits_batch, holder, [list(o) for o in wrap.options]]
+
             classes = self._built_classes(path, wrap.target, 0)
             if classes is None:
-                return _Reach(everything=evidence)
+                reach.everything.append(evidence(WRAPPED_UNKNOWN))
+                continue
             for cls in classes:
                 self._reach_from(cls, evidence, reach.classes)
         return reach
@@ -355,19 +378,52 @@ class ProjectModel:
             found |= built
         return found
 
-    def _reach_from(self, start: tuple[str, str], evidence: Evidence, reached: dict[tuple[str, str], Evidence]) -> None:
-        """The class, its bases (their code runs in it) and the submodules any of them builds."""
-        todo = [start]
+    def _reach_from(
+        self, start: tuple[str, str], evidence: Callable[[str], Evidence], reached: dict[tuple[str, str], list[Evidence]]
+    ) -> None:
+        """The class and its bases (their code runs in it) as wrapped themselves, then the submodules any of them
+        builds, held by that class; each class once per wrap, by its closest way."""
+        seen: dict[tuple[str, str], str] = {}
+        todo = [(start, WRAPPED_ITSELF)]
         while todo:
-            cls = todo.pop()
-            if cls in reached:
+            cls, holder = todo.pop(0)
+            if cls in seen:
                 continue
-            reached[cls] = evidence
             for class_path, class_name in self._class_ancestors(*cls):
-                reached.setdefault((class_path, class_name), evidence)
+                if (class_path, class_name) in seen:
+                    continue
+                seen[(class_path, class_name)] = holder
                 facts = self._class_facts(class_path, class_name)
                 for ref in facts.builds if facts else ():
-                    todo.extend(self._built_classes(class_path, ref, _MAX_DEPTH - 1) or ())
+                    todo.extend((built, class_name) for built in self._built_classes(class_path, ref, _MAX_DEPTH - 1) or ())
+        for cls, holder in seen.items():
+            reached.setdefault(cls, []).append(evidence(holder))
+
+    def holds_parameters(self, path: str, ref: str) -> bool | None:
+        """Whether the project class that `ref` (spelled in `path`) names builds trainable parameters, itself, in a
+        base class or in a submodule; None when the ref names no class of the project."""
+        symbol = self.resolve(path, ref)
+        if symbol[0] != "class":
+            return None
+        return self._class_holds_parameters((symbol[1], symbol[2]), frozenset())
+
+    def _class_holds_parameters(self, cls: tuple[str, str], seen: frozenset[tuple[str, str]]) -> bool:
+        def compute() -> bool:
+            for class_path, class_name in self._class_ancestors(*cls):
+                facts = self._class_facts(class_path, class_name)
+                if facts is None:
+                    continue
+                if facts.parameters:
+                    return True
+                for ref in facts.builds:
+                    for built in self._built_classes(class_path, ref, _MAX_DEPTH - 1) or ():
+                        if built not in seen and built != cls and self._class_holds_parameters(built, seen | {cls}):
+                            return True
+            return False
+
+        if len(seen) > _MAX_DEPTH:
+            return False
+        return self._memoised(("holds-parameters", *cls), compute)  # type: ignore[return-value]
 
     def _call_sites(self, path: str, name: str) -> list[tuple[str, CallSite]]:
         """Every call of the function `name` of `path`, in the files whose bytes hold its name."""
@@ -455,10 +511,17 @@ class ProjectModel:
         return ProjectView(self, path)
 
 
+def _closeness(evidence: Evidence) -> tuple[bool, int]:
+    """Wraps of the class itself first, then those with the fewest of DDP's graph options on."""
+    return evidence[4] != WRAPPED_ITSELF, sum(value != "False" for _, value in evidence[5])
+
+
 _QUESTIONS = {
     "module-class": "is_module_class",
     "methods": "class_methods",
     "dp-reach": "data_parallel_reach",
+    "wrapper-reach": "wrapper_reach",
+    "holds-parameters": "holds_parameters",
     "callers-restricted": "callers_restricted",
     "every-rank-caller": "every_rank_caller",
     "wrapper-checkpoint": "wrapper_checkpoint",
@@ -492,6 +555,13 @@ class ProjectView:
 
     def data_parallel_reach(self, cls: ast.ClassDef, ancestors: Sequence[ast.AST]) -> Evidence | None:
         return self._ask("dp-reach", self.path, definition_name(cls, ancestors))  # type: ignore[return-value]
+
+    def wrapper_reach(self, kind: WrapperKind, cls: ast.ClassDef, ancestors: Sequence[ast.AST]) -> list[Evidence]:
+        return self._ask("wrapper-reach", kind, self.path, definition_name(cls, ancestors))  # type: ignore[return-value]
+
+    def holds_parameters(self, ref: str) -> bool | None:
+        """For a class this file names (`ref` as the file spells it after its imports)."""
+        return self._ask("holds-parameters", self.path, ref)  # type: ignore[return-value]
 
     def callers_restricted(self, function: Definition, ancestors: Sequence[ast.AST]) -> Evidence | None:
         return self._ask("callers-restricted", self.path, definition_name(function, ancestors))  # type: ignore[return-value]

@@ -16,14 +16,14 @@ from dataclasses import astuple, dataclass, fields, is_dataclass
 from typing import Any
 
 from pitfall_lint.analysis.distributed import DISTRIBUTED_TRIGGERS, SETUP_NODES, setup_kind
-from pitfall_lint.analysis.modules import method_kind
+from pitfall_lint.analysis.modules import creates_parameters, method_kind
 from pitfall_lint.analysis.ranks import is_locally_restricted
 from pitfall_lint.analysis.scopes import FUNCTIONS, definition_name, enclosing_function, local_value, scope_path, self_name
 from pitfall_lint.analysis.wrappers import checkpoint_key, saved_wrapper_states
 from pitfall_lint.context import FileContext
 from pitfall_lint.traversal import Handler, traverse
 
-FORMAT = 1  # bump when a field changes: cached summaries of another format are computed afresh
+FORMAT = 2  # bump when a field changes: cached summaries of another format are computed afresh
 
 UNKNOWN = "?"  # a wrapped or returned module whose class cannot be told from the source
 _DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.data_parallel"})
@@ -55,6 +55,7 @@ class ClassFacts:
     bases: tuple[str, ...]  # refs
     methods: tuple[tuple[str, str], ...]  # (name, kind) of the methods defined in its body
     builds: tuple[str, ...]  # refs of what its methods call: the submodules it may hold
+    parameters: bool  # its methods build trainable parameters of torch's (`nn.Linear(...)`, `nn.Parameter(t)`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +73,7 @@ class WrapSite:
     target: str  # ref of what builds the wrapped module, UNKNOWN when the source cannot tell
     caller: str
     splits_batch: bool  # DataParallel scatters along dim 0
+    options: tuple[tuple[str, str], ...]  # DDP's find_unused_parameters / static_graph: "True", "False" or "?" (computed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,14 +103,14 @@ class FileSummary:
 
         return FileSummary(
             classes=tuple(
-                ClassFacts(name, line, tuple(bases), tuple((m, k) for m, k in methods), tuple(builds))
-                for name, line, bases, methods, builds in classes
+                ClassFacts(name, line, tuple(bases), tuple((m, k) for m, k in methods), tuple(builds), parameters)
+                for name, line, bases, methods, builds, parameters in classes
             ),
             functions=pairs(functions),
             imports=pairs(imports),
             returns=pairs(returns),
             calls=tuple(CallSite(*c) for c in calls),
-            wraps=tuple(WrapSite(*w) for w in wraps),
+            wraps=tuple(WrapSite(*w[:-1], pairs(w[-1])) for w in wraps),
             distributed=pairs(distributed),
             spawns=pairs(spawns),
             wrapper_saves=pairs(saves),
@@ -143,6 +145,8 @@ class _Reader:
                 root = root.value
             if isinstance(root, ast.Name) and (root.id in self.definitions or self.ctx.resolver.is_imported(root.id, ancestors)):
                 return qualified  # bound by an import, or a definition of this file
+        if qualified is not None and qualified.partition(".")[0] in _EXTERNAL_ROOTS:
+            return None  # `torch.save(...)` never calls the file's own `save`
         if isinstance(func, ast.Attribute) and func.attr in self.function_names:
             return f"*.{func.attr}"  # a same-file function through some other receiver
         return None
@@ -176,6 +180,26 @@ def _keyword(call: ast.Call, name: str) -> ast.expr | None:
     return next((k.value for k in call.keywords if k.arg == name), None)
 
 
+# The DistributedDataParallel options that decide what it tolerates: unused parameters, reentrant backward passes.
+_DDP_OPTIONS = ("find_unused_parameters", "static_graph")
+
+
+def wrap_options(call: ast.Call) -> tuple[tuple[str, str], ...]:
+    """DDP's graph options as given: "True"/"False" for a literal, "?" for a computed value or `**kwargs`."""
+    found = []
+    spread = any(k.arg is None for k in call.keywords)
+    for name in _DDP_OPTIONS:
+        value = _keyword(call, name)
+        if value is None:
+            if spread:
+                found.append((name, "?"))
+        elif isinstance(value, ast.Constant) and isinstance(value.value, bool):
+            found.append((name, str(value.value)))
+        else:
+            found.append((name, "?"))
+    return tuple(found)
+
+
 def _splits_batch(call: ast.Call, position: int) -> bool:
     dim = _keyword(call, "dim")
     if dim is None and len(call.args) > position:
@@ -190,12 +214,12 @@ def _framework_wrap(qualified: str, call: ast.Call, reader: _Reader, ancestors: 
     if qualified.startswith("transformers.") and qualified.rpartition(".")[2] in ("Trainer", "Seq2SeqTrainer"):
         model = _keyword(call, "model") or (call.args[0] if call.args else None)
         # Trainer wraps its model in nn.DataParallel when it sees several GPUs and no distributed launch.
-        return WrapSite("transformers Trainer", call.lineno, reader.built_ref(model, ancestors), caller, True)
+        return WrapSite("transformers Trainer", call.lineno, reader.built_ref(model, ancestors), caller, True, ())
     if qualified.startswith(_LIGHTNING_ROOTS) and qualified.rpartition(".")[2] in ("Trainer", "Fabric"):
         for name in ("strategy", "accelerator"):
             value = _keyword(call, name)
             if isinstance(value, ast.Constant) and value.value == "dp":
-                return WrapSite(f"Lightning {qualified.rpartition('.')[2]}(strategy=\"dp\")", call.lineno, UNKNOWN, caller, True)
+                return WrapSite(f"Lightning {qualified.rpartition('.')[2]}(strategy=\"dp\")", call.lineno, UNKNOWN, caller, True, ())
     return None
 
 
@@ -206,6 +230,7 @@ class _Builder:
         self.ctx = ctx
         self.reader = _Reader(ctx)
         self.classes: dict[int, tuple[str, ast.ClassDef, list[str]]] = {}
+        self.parametrised: set[int] = set()  # ids of the classes that build parameters
         self.functions: list[tuple[str, int]] = []
         self.returns: list[tuple[str, str]] = []
         self.calls: list[CallSite] = []
@@ -256,10 +281,12 @@ class _Builder:
         if qualified in _DATA_PARALLEL:
             target = _keyword(node, "module") or (node.args[0] if node.args else None)
             position = 3 if qualified == "torch.nn.DataParallel" else 4
-            self.wraps.append(WrapSite("DataParallel", node.lineno, reader.built_ref(target, ancestors), caller, _splits_batch(node, position)))
+            self.wraps.append(WrapSite("DataParallel", node.lineno, reader.built_ref(target, ancestors), caller, _splits_batch(node, position), ()))
         elif qualified in _OTHER_WRAPPERS:
             target = _keyword(node, "module") or (node.args[0] if node.args else None)
-            self.wraps.append(WrapSite(_OTHER_WRAPPERS[qualified], node.lineno, reader.built_ref(target, ancestors), caller, False))
+            kind = _OTHER_WRAPPERS[qualified]
+            options = wrap_options(node) if kind == "DistributedDataParallel" else ()
+            self.wraps.append(WrapSite(kind, node.lineno, reader.built_ref(target, ancestors), caller, False, options))
         elif qualified in _SPAWNERS and node.args:
             target = node.args[0]
             spawned = reader.callee_ref(target, ancestors, ctx.qualified_name(target, ancestors)) if isinstance(target, (ast.Name, ast.Attribute)) else None
@@ -273,6 +300,10 @@ class _Builder:
             framework = _framework_wrap(qualified, node, reader, ancestors)
             if framework is not None:
                 self.wraps.append(framework)
+        if creates_parameters(qualified or None, node):
+            owner = _owner_class(ancestors)
+            if owner is not None:
+                self.parametrised.add(id(owner[1]))
         callee = reader.callee_ref(node.func, ancestors, qualified or None) if isinstance(node.func, (ast.Name, ast.Attribute)) else None
         if callee is None:
             return
@@ -300,6 +331,7 @@ class _Builder:
                     tuple(ctx.qualified_name(base, []) or UNKNOWN for base in cls.bases),
                     tuple((f.name, method_kind(f)) for f in cls.body if isinstance(f, FUNCTIONS)),
                     tuple(dict.fromkeys(builds)),
+                    id(cls) in self.parametrised,
                 )
                 for name, cls, builds in self.classes.values()
             ),
