@@ -111,6 +111,11 @@ CASES: dict[str, dict[str, str]] = {
         "build.py": "from net import Net\ndef build():\n    return Net()\n",
         "train.py": "import torch\nfrom build import build\nmodel = torch.nn.DataParallel(build().to('cpu'))\n",
     },
+    "a-compiled-model-runs-the-code-of-its-class": {
+        "net.py": MODULE + BOUND.format(name="Net", base="nn.Module"),
+        "other.py": MODULE + BOUND.format(name="Other", base="nn.Module").replace("  # expect: PFL101", ""),
+        "train.py": DDP_TRAIN + "import torch\nfrom net import Net\nmodel = torch.nn.DataParallel(torch.compile(Net()))\n",
+    },
     "reached-as-a-submodule-of-the-wrapped-one": {
         "inner.py": MODULE + BOUND.format(name="Inner", base="nn.Module"),
         "outer.py": MODULE + "from inner import Inner\nclass Outer(nn.Module):\n    def __init__(self):\n"

@@ -36,6 +36,8 @@ _SPAWNERS = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.sta
 _SAME_MODULE_METHODS = frozenset(
     {"to", "cuda", "cpu", "float", "half", "double", "bfloat16", "train", "eval", "requires_grad_", "to_empty"}
 )
+# Functions that return a module running the code of the one they are given: `torch.compile(Net())` is still a Net's.
+_RUNS_THE_MODULE = frozenset({"torch.compile"})
 # Roots of refs that never name a project definition: not worth a place in the summary.
 _EXTERNAL_ROOTS = frozenset(
     {
@@ -153,8 +155,13 @@ class _Reader:
 
     def built_ref(self, value: ast.AST | None, ancestors: Sequence[ast.AST], depth: int = 0) -> str:
         """The ref of the call that builds the module `value` holds, UNKNOWN when it cannot be told."""
-        while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _SAME_MODULE_METHODS:
-            value = value.func.value
+        while isinstance(value, ast.Call):
+            if isinstance(value.func, ast.Attribute) and value.func.attr in _SAME_MODULE_METHODS:
+                value = value.func.value
+            elif value.args and self.ctx.qualified_name(value.func, ancestors) in _RUNS_THE_MODULE:
+                value = value.args[0]
+            else:
+                break
         if isinstance(value, ast.Call):
             return self.ctx.qualified_name(value.func, ancestors) or UNKNOWN
         if isinstance(value, ast.Name) and depth < _MAX_TRACE:
