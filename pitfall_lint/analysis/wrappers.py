@@ -99,22 +99,12 @@ class WrapBinding:
     wrapper: str | None  # dotted name the wrapper is bound to
 
 
-def _dotted(node: ast.AST | None) -> str | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    return ".".join([node.id, *reversed(parts)])
-
-
 def wrap_bindings(ctx: FileContext, scope: ast.AST, wrappers: frozenset[str] = DDP) -> list[WrapBinding]:
     """Every wrap in the scope's own statements (not in the functions it defines), in source order; the wrap may be
     the receiver of a method chain (`DDP(model).cuda()`)."""
     key = ("wrap-bindings", id(scope), wrappers)
     if key not in ctx.memo:
-        from pitfall_lint.analysis.training import walk_same_scope
+        from pitfall_lint.analysis.training import dotted, walk_same_scope
 
         found = []
         body = getattr(scope, "body", [])
@@ -128,8 +118,8 @@ def wrap_bindings(ctx: FileContext, scope: ast.AST, wrappers: frozenset[str] = D
                 continue
             inner = next((k.value for k in value.keywords if k.arg == "module"), value.args[0] if value.args else None)
             targets = statement.targets if isinstance(statement, ast.Assign) else [getattr(statement, "target", None)]
-            wrapper = _dotted(targets[0]) if len(targets) == 1 else None
-            found.append(WrapBinding(value, statement, _dotted(inner), wrapper))
+            wrapper = dotted(targets[0]) if len(targets) == 1 and targets[0] is not None else None
+            found.append(WrapBinding(value, statement, dotted(inner) if inner is not None else None, wrapper))
         ctx.memo[key] = sorted(found, key=lambda b: (b.call.lineno, b.call.col_offset))
     return ctx.memo[key]  # type: ignore[return-value]
 

@@ -6,18 +6,10 @@ import ast
 from collections.abc import Sequence
 
 from pitfall_lint.analysis.scopes import enclosing_function
-from pitfall_lint.analysis.training import reaches_backward, runs_without_grad
+from pitfall_lint.analysis.training import dotted, reaches_backward, runs_without_grad
 from pitfall_lint.analysis.wrappers import DDP, WrapBinding, holds_wrapper, wrap_bindings
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import Rule
-
-
-def _dotted(node: ast.AST) -> str | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else None
 
 
 class DdpModuleBypass(Rule):
@@ -60,7 +52,7 @@ class DdpModuleBypass(Rule):
             if isinstance(owner, ast.Name) and holds_wrapper(self.ctx, owner.id, ancestors, call.lineno, DDP):
                 return f"`{ast.unparse(call.func)}(...)` runs the module inside the DistributedDataParallel `{owner.id}`"
             return None
-        spelled = _dotted(func)
+        spelled = dotted(func)
         if spelled is None:
             return None
         for binding in self._bindings(ancestors):
@@ -86,7 +78,7 @@ class DdpModuleBypass(Rule):
         scope = function if function is not None else self.ctx.tree
         for node in ast.walk(scope):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, (ast.AnnAssign, ast.For)) else []
-            if any(_dotted(t) == name for t in targets) and binding.call.lineno <= node.lineno < call.lineno:  # type: ignore[attr-defined]
+            if any(dotted(t) == name for t in targets) and binding.call.lineno <= node.lineno < call.lineno:  # type: ignore[attr-defined]
                 return True
         return False
 

@@ -6,6 +6,7 @@ import ast
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from pitfall_lint.analysis.evidence import snippet
 from pitfall_lint.analysis.modules import (
     creates_parameters,
     is_module_class,
@@ -29,7 +30,6 @@ _EVERY_SUBMODULE = frozenset(
 # Calls that may take `self` without reaching its submodules.
 _HARMLESS_WITH_SELF = frozenset({"isinstance", "type", "id", "super", "hasattr", "getattr", "print", "repr", "str"})
 _MAX_ENTRIES = 4  # ways into one method that are kept
-_MAX_TEST = 60
 
 
 @dataclass(frozen=True)
@@ -66,11 +66,6 @@ def _ends_in_return(block: list[ast.stmt]) -> bool:
     if isinstance(last, ast.Return):
         return True
     return isinstance(last, ast.If) and _ends_in_return(last.body) and _ends_in_return(last.orelse)
-
-
-def _short(node: ast.AST) -> str:
-    text = ast.unparse(node)
-    return text if len(text) <= _MAX_TEST else text[: _MAX_TEST - 3] + "..."
 
 
 class _MethodReader:
@@ -381,7 +376,7 @@ class DdpUnusedParameters(Rule):
             if static_graph:
                 return None  # the same parameters go unused on every iteration: a static graph handles that
             if eval_only is not None and eval_only.test is not None:
-                return f"`forward` uses only outside training (`{_short(eval_only.test)}`, line {eval_only.test.lineno})"
+                return f"`forward` uses only outside training (`{snippet(eval_only.test)}`, line {eval_only.test.lineno})"
             return "`forward` never uses"
         dynamic = any(_condition_kind(c, attribute, instance) == "dynamic" for c in counted[0])
         if static_graph and not dynamic:
@@ -390,7 +385,7 @@ class DdpUnusedParameters(Rule):
         if condition.test is None:
             return "`forward` uses only on some calls (past an early return, in an exception handler or a match case)"
         polarity = "" if condition.positive else "not "
-        return f"`forward` uses only when `{polarity}{_short(condition.test)}` (line {condition.test.lineno})"
+        return f"`forward` uses only when `{polarity}{snippet(condition.test)}` (line {condition.test.lineno})"
 
 
 def _condition_kind(condition: _Condition, attribute: str, instance: str) -> str:

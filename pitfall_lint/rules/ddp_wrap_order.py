@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import ast
 
+from pitfall_lint.analysis.evidence import snippet
 from pitfall_lint.analysis.modules import creates_parameters
 from pitfall_lint.analysis.ranks import ancestors_of
 from pitfall_lint.analysis.scopes import FUNCTIONS, local_value
-from pitfall_lint.analysis.training import walk_same_scope
+from pitfall_lint.analysis.training import dotted, walk_same_scope
 from pitfall_lint.analysis.wrappers import WrapBinding, wrap_bindings
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import Rule
@@ -19,20 +20,6 @@ _EDITS = frozenset({"add_module", "register_module", "register_parameter"})
 _PLACERS = frozenset({"to", "cuda", "to_empty", "xpu", "npu", "mps"})
 _CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
 _CONVERTERS = frozenset({"convert_sync_batchnorm"})
-_MAX_SHOWN = 60
-
-
-def _dotted(node: ast.AST) -> str | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else None
-
-
-def _shown(node: ast.AST) -> str:
-    text = ast.unparse(node)
-    return text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 3] + "..."
 
 
 def _own_nodes(statement: ast.stmt) -> list[ast.AST]:
@@ -101,7 +88,7 @@ class DdpWrapOrder(Rule):
     @staticmethod
     def _rebinds(statement: ast.stmt, name: str | None) -> bool:
         targets = statement.targets if isinstance(statement, ast.Assign) else [getattr(statement, "target", None)]
-        return name is not None and any(_dotted(t) == name for t in targets if t is not None)
+        return name is not None and any(dotted(t) == name for t in targets if t is not None)
 
     def _changes(self, statement: ast.stmt, names: set[str], binding: WrapBinding) -> list[tuple[str, ast.AST]]:
         """(message, node) for each move, cast or edit of the wrapped model in the statement."""
@@ -115,19 +102,19 @@ class DdpWrapOrder(Rule):
             if statement is binding.statement and not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.value is binding.call):
                 continue  # the wrap itself: only what is called on its result comes after it
             if isinstance(node, ast.Call) and (self.ctx.qualified_name(node.func) or "").rpartition(".")[2] in _CONVERTERS:
-                if any(self._is_the_model(_dotted(a) or "", names) for a in node.args):
+                if any(self._is_the_model(dotted(a) or "", names) for a in node.args):
                     found.append((self._edit_message("`convert_sync_batchnorm(...)`", line), node))
                 continue
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 receiver = node.func.value
-                spelled = _dotted(receiver) if not isinstance(receiver, ast.Call) else None
+                spelled = dotted(receiver) if not isinstance(receiver, ast.Call) else None
                 wrapped_here = receiver is binding.call
                 if spelled is None and not wrapped_here:
                     continue
                 if not wrapped_here and not self._is_the_model(spelled, names):  # type: ignore[arg-type]
                     continue
                 method = node.func.attr
-                shown = _shown(node)
+                shown = snippet(node)
                 what = "the model" if wrapped_here else f"`{spelled}`"
                 if self._casts(node):
                     found.append((
@@ -150,7 +137,7 @@ class DdpWrapOrder(Rule):
         if isinstance(statement, (ast.Assign, ast.AnnAssign)):
             targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
             for target in targets:
-                spelled = _dotted(target.value) if isinstance(target, ast.Attribute) else None
+                spelled = dotted(target.value) if isinstance(target, ast.Attribute) else None
                 if spelled is None or not self._is_the_model(spelled, names):
                     continue
                 if target.attr == "requires_grad" and _is_false(statement.value) and not self._tolerates_unused(binding):  # type: ignore[union-attr]
@@ -195,7 +182,7 @@ class DdpWrapOrder(Rule):
 
     @staticmethod
     def _mentions(node: ast.AST, name: str) -> bool:
-        spelled = _dotted(node)
+        spelled = dotted(node)
         return spelled is not None and (spelled == name or spelled.startswith(name + "."))
 
     def _device_ids_on_cpu(self, binding: WrapBinding) -> None:
@@ -259,7 +246,7 @@ class DdpWrapOrder(Rule):
     def _frozen_in_loop(self, loop: ast.For | ast.AsyncFor, names: set[str]) -> str | None:
         """`for p in model.backbone.parameters(): p.requires_grad = False`: the part of the model it freezes."""
         iterated = loop.iter.func.value if isinstance(loop.iter, ast.Call) and isinstance(loop.iter.func, ast.Attribute) else None
-        spelled = _dotted(iterated) if iterated is not None else None
+        spelled = dotted(iterated) if iterated is not None else None
         if spelled is None or not self._is_the_model(spelled, names):
             return None
         for node in ast.walk(loop):

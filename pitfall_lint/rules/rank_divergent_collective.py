@@ -13,6 +13,7 @@ from pitfall_lint.analysis.collectives import (
     collective_call,
     collective_property,
 )
+from pitfall_lint.analysis.evidence import snippet
 from pitfall_lint.analysis.ranks import is_locally_restricted, mentions_rank
 from pitfall_lint.analysis.scopes import FUNCTIONS, decorator_names, enclosing_function
 from pitfall_lint.analysis.training import reaches_backward, runs_without_grad
@@ -24,7 +25,6 @@ from pitfall_lint.rules.base import Rule
 _TERMINATORS = (ast.Return, ast.Continue, ast.Break)
 # Values a rank is compared with to ask "is this run distributed at all?", the same answer on every rank.
 _NOT_A_RANK = (-1, None)
-_MAX_TEST = 60
 # Calls whose result every rank shares: a collective's.
 _AGREED_WORDS = ("reduce", "broadcast", "gather", "all_", "agree")
 # Calls on the other ranks' side of a guard that cannot hold their half of a pair (logging, printing).
@@ -58,11 +58,6 @@ class _Collective:
 
 def _is_none(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and node.value is None
-
-
-def _short(node: ast.AST) -> str:
-    text = ast.unparse(node)
-    return text if len(text) <= _MAX_TEST else text[: _MAX_TEST - 3] + "..."
 
 
 def _constant(node: ast.AST) -> object:
@@ -156,7 +151,7 @@ def _restrictions(ctx: FileContext, call: ast.AST, ancestors: list[ast.AST]) -> 
             block = _block_of(parent, child)
             if block in ("body", "orelse"):
                 if _splits_ranks(parent.test):
-                    found.append(_Restriction("guard" if block == "body" else "else", parent, _short(parent.test)))
+                    found.append(_Restriction("guard" if block == "body" else "else", parent, snippet(parent.test)))
                 else:
                     set_aside = True
         if isinstance(parent, FUNCTIONS):
@@ -172,7 +167,7 @@ def _restrictions(ctx: FileContext, call: ast.AST, ancestors: list[ast.AST]) -> 
             if word is None:
                 continue
             if word != "raise" and _splits_ranks(statement.test):  # type: ignore[attr-defined]
-                found.append(_Restriction("exit", statement, f"if {_short(statement.test)}: {word}"))  # type: ignore[attr-defined]
+                found.append(_Restriction("exit", statement, f"if {snippet(statement.test)}: {word}"))  # type: ignore[attr-defined]
             else:
                 set_aside = True
     return tuple(found), set_aside
