@@ -112,6 +112,11 @@ CASES: dict[str, dict[str, str]] = {
         "build.py": "from net import Net\ndef build():\n    return Net()\n",
         "train.py": "import torch\nfrom build import build\nmodel = torch.nn.DataParallel(build().to('cpu'))\n",
     },
+    "a-compiled-model-runs-the-code-of-its-class": {
+        "net.py": MODULE + BOUND.format(name="Net", base="nn.Module"),
+        "other.py": MODULE + BOUND.format(name="Other", base="nn.Module").replace("  # expect: PFL101", ""),
+        "train.py": DDP_TRAIN + "import torch\nfrom net import Net\nmodel = torch.nn.DataParallel(torch.compile(Net()))  # expect: PFL106\n",
+    },
     "reached-as-a-submodule-of-the-wrapped-one": {
         "inner.py": MODULE + BOUND.format(name="Inner", base="nn.Module"),
         "outer.py": MODULE + "from inner import Inner\nclass Outer(nn.Module):\n    def __init__(self):\n"
@@ -434,3 +439,60 @@ def test_spawned_signature_is_plain_data_that_a_cached_result_can_compare(tmp_pa
     ]
     cached = json.loads(json.dumps(view.questions()))
     assert still_answered(ProjectModel(str(tmp_path), files), cached)
+WRAPPED_MODELS = MODULE + """
+class Act(nn.Module):
+    def forward(self, x):
+        return x
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(2, 2)
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = Block()
+        self.act = Act()
+"""
+WRAPPING = """
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+from models import Net
+def build():
+    return Net()
+def main(options):
+    dist.init_process_group("gloo")
+    first = DDP(Net(), find_unused_parameters=True)
+    second = DDP(build(), static_graph=options.static)
+    nn.DataParallel(Net())
+"""
+
+
+def test_wrapper_reach_is_asked_per_wrapper_kind(tmp_path: Path) -> None:
+    """One mechanism for DataParallel and DDP: every wrap of the kind, the class's own wraps first, each with the
+    class that holds the module and the wrap's DDP options."""
+    from pitfall_lint.project.model import ProjectModel
+
+    write(tmp_path, {"models.py": WRAPPED_MODELS, "train.py": WRAPPING})
+    model = ProjectModel(str(tmp_path), [str(tmp_path / "models.py"), str(tmp_path / "train.py")])
+    models = str(tmp_path / "models.py")
+    ddp = "DistributedDataParallel"
+    assert [e[1:] for e in model.wrapper_reach(ddp, models, "Net")] == [
+        [10, ddp, False, "", [["find_unused_parameters", "True"]]],
+        [11, ddp, False, "", [["static_graph", "?"]]],
+    ]
+    assert {(e[1], e[4]) for e in model.wrapper_reach(ddp, models, "Block")} == {(10, "Net"), (11, "Net")}
+    assert model.data_parallel_reach(models, "Net")[1:5] == [12, "DataParallel", True, ""]
+    assert model.data_parallel_reach(models, "Act")[1:5] == [12, "DataParallel", True, "Net"]
+    assert model.wrapper_reach(ddp, str(tmp_path / "train.py"), "main") == []
+
+
+def test_which_classes_hold_parameters(tmp_path: Path) -> None:
+    from pitfall_lint.project.model import ProjectModel
+
+    write(tmp_path, {"models.py": WRAPPED_MODELS, "train.py": WRAPPING})
+    model = ProjectModel(str(tmp_path), [str(tmp_path / "models.py"), str(tmp_path / "train.py")])
+    train = str(tmp_path / "train.py")
+    assert model.holds_parameters(train, "models.Net") is True  # through its Block
+    assert model.holds_parameters(str(tmp_path / "models.py"), "Act") is False
+    assert model.holds_parameters(train, "torch.nn.Linear") is None  # not a class of the project

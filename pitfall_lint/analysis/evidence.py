@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 from typing import TYPE_CHECKING
 
@@ -20,3 +21,9 @@ def cite(ctx: FileContext, evidence: Evidence | None, what: str) -> tuple[str, t
     path, line = evidence[:2]
     elsewhere = os.path.abspath(path) != os.path.abspath(ctx.path)
     return (f" ({what} at {path}:{line})" if elsewhere else ""), (Related(path, line, what),)
+
+
+def snippet(node: ast.AST, limit: int = 60) -> str:
+    """The source of a node for a message, cut to `limit` characters."""
+    text = ast.unparse(node)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

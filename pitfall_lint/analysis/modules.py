@@ -12,12 +12,34 @@ from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import Related
 
 if TYPE_CHECKING:
-    from pitfall_lint.project.model import Evidence
+    from pitfall_lint.project.model import Evidence, WrapperKind
 
 MethodKind = Literal["method", "static", "class", "property"]
 
 _NOT_MODULES = {"Parameter", "UninitializedParameter", "UninitializedBuffer", "Buffer"}
 _LIGHTNING_ROOTS = ("lightning.", "pytorch_lightning.", "lightning_fabric.")
+# torch.nn modules that hold parameters as built by default; the rest (activations, dropout, pooling, losses,
+# containers) hold none of their own. The keyword that, set to False, leaves a normalisation layer without any.
+_PARAMETRISED = {
+    **dict.fromkeys(
+        (
+            "Linear", "Bilinear", "LazyLinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
+            "ConvTranspose3d", "LazyConv1d", "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d", "LazyConvTranspose2d",
+            "LazyConvTranspose3d", "Embedding", "EmbeddingBag", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
+            "MultiheadAttention", "Transformer", "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer",
+            "TransformerDecoderLayer", "PReLU", "AdaptiveLogSoftmaxWithLoss",
+        ),
+        "",
+    ),
+    **dict.fromkeys(
+        ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d", "SyncBatchNorm", "GroupNorm"),
+        "affine",
+    ),
+    **dict.fromkeys(("LayerNorm", "RMSNorm"), "elementwise_affine"),
+}
+# Normalisation layers without parameters unless asked for them (`affine=True`).
+_AFFINE_ON_REQUEST = frozenset({"InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LazyInstanceNorm1d", "LazyInstanceNorm2d", "LazyInstanceNorm3d"})
+_PARAMETER_CLASSES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 
 
 def is_torch_module_name(qualified: str) -> bool:
@@ -29,6 +51,31 @@ def is_torch_module_name(qualified: str) -> bool:
         return False
     # torch.nn.X, torch.nn.modules.<file>.X and torch.nn.parallel.X are modules; torch.nn.utils.* are not.
     return len(parts) == 3 or parts[2] in ("modules", "parallel")
+
+
+def _is_literal(node: ast.expr | None, value: bool) -> bool:
+    return isinstance(node, ast.Constant) and node.value is value
+
+
+def _keyword(call: ast.Call, name: str) -> ast.expr | None:
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def creates_parameters(qualified: str | None, call: ast.Call) -> bool | None:
+    """Whether the call builds trainable parameters: True for `nn.Linear(...)` or `nn.Parameter(t)`, False for
+    torch modules that hold none (`nn.ReLU()`, `nn.LayerNorm(d, elementwise_affine=False)`) and for frozen
+    parameters (`requires_grad=False`), None when torch does not build it (a class of the project, a function)."""
+    if qualified in _PARAMETER_CLASSES:
+        return not _is_literal(_keyword(call, "requires_grad"), False) and not (len(call.args) > 1 and _is_literal(call.args[1], False))
+    if qualified is None or not is_torch_module_name(qualified):
+        return None
+    name = qualified.rpartition(".")[2]
+    if name in _AFFINE_ON_REQUEST:
+        return _is_literal(_keyword(call, "affine"), True)
+    switch = _PARAMETRISED.get(name)
+    if switch is None:
+        return False
+    return not (switch and _is_literal(_keyword(call, switch), False))
 
 
 def _module_classes(ctx: FileContext) -> dict[str, ast.ClassDef]:
@@ -87,6 +134,38 @@ def data_parallel_reach(
     `wrapped_only`: the module DataParallel calls itself, not a submodule; `told_only`: not where it is only assumed
     (a model library, a wrap whose model the source cannot tell)."""
     return ctx.project.data_parallel_reach(cls, ancestors, wrapped_only, told_only)
+
+
+def wrapper_reach(ctx: FileContext, kind: WrapperKind, cls: ast.ClassDef, ancestors: Sequence[ast.AST]) -> list[Evidence]:
+    """Every wrap of this kind in the project that can run the module, the wraps of the class itself first (see
+    ProjectModel.wrapper_reach for the evidence's fields)."""
+    return ctx.project.wrapper_reach(kind, cls, ancestors)
+
+
+def wrap_option(evidence: Evidence, name: str) -> str:
+    """A DistributedDataParallel option at the wrap the evidence names: "True", "False", "?" (computed) or ""."""
+    return next((value for option, value in evidence[5] if option == name), "") if len(evidence) > 5 else ""
+
+
+def same_file_hierarchy(ctx: FileContext, cls: ast.ClassDef) -> list[ast.ClassDef] | None:
+    """The class and its base classes, nearest first, when every base is torch's or defined in this file (so that
+    all the code the module runs is here); None when a base comes from elsewhere."""
+    classes = _module_classes(ctx)
+    found: list[ast.ClassDef] = []
+    todo = [cls]
+    while todo:
+        current = todo.pop(0)
+        if current in found:
+            continue
+        found.append(current)
+        for base in current.bases:
+            if isinstance(base, ast.Name) and base.id in classes and classes[base.id] is not current:
+                todo.append(classes[base.id])
+                continue
+            name = ctx.qualified_name(base, [])
+            if name is None or not is_torch_module_name(name) or name.startswith(_LIGHTNING_ROOTS):
+                return None
+    return found
 
 
 _WRAPPER_NAMES = {"DataParallel": "nn.DataParallel"}

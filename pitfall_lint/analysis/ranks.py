@@ -301,11 +301,29 @@ def _exits_early_on_rank(ctx: FileContext, statement: ast.stmt, ancestors: Seque
     return _ends_early(statement) and _Reader(ctx, ancestors).holds(statement.test, False)  # type: ignore[attr-defined]
 
 
+def names_rank(node: ast.AST) -> bool:
+    """Whether the expression itself names this process's rank or a main-process predicate (`rank`, `args.local_rank`,
+    `is_main_process()`, `os.environ["RANK"]`), without following variables: a group of ranks (`ranks`,
+    `load_on_all_ranks`) or a value that merely contains the word (`lora_rank`) is not one."""
+    for child in ast.walk(node):
+        if _reads_rank_variable(child):
+            return True
+        name = _last_name(child) if isinstance(child, (ast.Name, ast.Attribute)) else ""
+        if name and (_RANK_VALUE.fullmatch(name) or _MAIN_PREDICATE.fullmatch(name)):
+            return True
+    return False
+
+
+def one_process_decorators(function: Function) -> list[str]:
+    """The decorators that run the function on one process only (`@rank_zero_only`, `@accelerator.on_main_process`)."""
+    return [d for d in decorator_names(function) if _ONE_PROCESS_DECORATOR.search(d.rpartition(".")[2])]
+
+
 def _one_process_decorated(ctx: FileContext, function: Function) -> bool:
     """`@rank_zero_only`, `@accelerator.on_main_process` and their relatives."""
     key = ("one-process-decorated", id(function))
     if key not in ctx.memo:
-        ctx.memo[key] = any(_ONE_PROCESS_DECORATOR.search(d.rpartition(".")[2]) for d in decorator_names(function))
+        ctx.memo[key] = bool(one_process_decorators(function))
     return ctx.memo[key]  # type: ignore[return-value]
 
 

@@ -164,3 +164,84 @@ def reaching_value(name: str, use: ast.AST, ancestors: Sequence[ast.AST]) -> ast
         if isinstance(parent, FUNCTIONS):
             break
     return None
+
+
+_NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"})
+# Calls whose result carries no autograd graph back to their receiver.
+_GRAPH_BREAKERS = frozenset({"detach", "item", "tolist", "numpy"})
+_BACKWARD_FUNCTIONS = frozenset({"torch.autograd.backward"})
+
+
+def runs_without_grad(ctx: FileContext, ancestors: Sequence[ast.AST]) -> bool:
+    """Inside `with torch.no_grad():` / `inference_mode()` / `set_grad_enabled(False)`, or in a function decorated
+    with no_grad or inference_mode."""
+    for node in ancestors:
+        if isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                expr = item.context_expr
+                call = expr if isinstance(expr, ast.Call) else None
+                name = ctx.qualified_name(call.func if call else expr, ancestors) or ""
+                if name in _NO_GRAD:
+                    return True
+                if name == "torch.set_grad_enabled" and call and call.args and isinstance(call.args[0], ast.Constant) and call.args[0].value is False:
+                    return True
+        if isinstance(node, FUNCTIONS):
+            for decorator in node.decorator_list:
+                target = decorator.func if isinstance(decorator, ast.Call) else decorator
+                if (ctx.qualified_name(target, ancestors) or "") in _NO_GRAD:
+                    return True
+    return False
+
+
+def _mentions_graph_of(node: ast.AST, names: set[str]) -> bool:
+    """Whether `node` reads one of the names in a way that keeps the autograd graph (`out.detach()` does not)."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _GRAPH_BREAKERS:
+        return False
+    if isinstance(node, ast.Name):
+        return node.id in names
+    return any(_mentions_graph_of(child, names) for child in ast.iter_child_nodes(node))
+
+
+def _backward_of(ctx: FileContext, call: ast.Call, ancestors: Sequence[ast.AST], names: set[str], start: ast.AST | None) -> bool:
+    """`loss.backward()`, `scaler.scale(loss).backward()`, `accelerator.backward(loss)`, `torch.autograd.backward(loss)`
+    on a value that holds one of the names (or on `start`, the expression followed)."""
+    def holds(node: ast.AST) -> bool:
+        return (start is not None and any(inner is start for inner in ast.walk(node))) or _mentions_graph_of(node, names)
+
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr == "backward":
+        if holds(func.value) and not (isinstance(func.value, ast.Name) and func.value.id in ("self",)):
+            return True
+        return any(holds(a) for a in call.args)  # accelerator.backward(loss), fabric.backward(loss)
+    if (ctx.qualified_name(func, ancestors) or "") in _BACKWARD_FUNCTIONS:
+        return any(holds(a) for a in call.args)
+    return False
+
+
+def reaches_backward(ctx: FileContext, value: ast.expr, ancestors: Sequence[ast.AST]) -> ast.Call | None:
+    """The `backward()` call that the autograd graph of `value` reaches in the same function, following the names
+    it is assigned to in source order (`out = model(x)`, `loss = criterion(out, y)`, `loss.backward()`)."""
+    function = next((a for a in reversed(ancestors) if isinstance(a, FUNCTIONS)), None)
+    scope: list[ast.stmt] = function.body if function is not None else getattr(ancestors[0], "body", []) if ancestors else []
+    statement = next((a for a in reversed(ancestors) if isinstance(a, ast.stmt)), None)
+    if statement is None:
+        return None
+    names: set[str] = set()
+    line = statement.lineno
+    statements = sorted(
+        (n for n in walk_same_scope(scope) if isinstance(n, ast.stmt) and n.lineno >= line and not isinstance(n, (*LOOPS, ast.If, ast.With, ast.AsyncWith, ast.Try))),
+        key=lambda n: (n.lineno, n.col_offset),
+    )
+    for current in statements:
+        start = value if current is statement else None
+        if current is not statement and current.lineno == line:
+            continue
+        for node in ast.walk(current):
+            if isinstance(node, ast.Call) and _backward_of(ctx, node, ancestors, names, start):
+                return node
+        if isinstance(current, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and current.value is not None:
+            source_holds = start is not None and any(inner is start for inner in ast.walk(current.value))
+            if source_holds or _mentions_graph_of(current.value, names):
+                targets = current.targets if isinstance(current, ast.Assign) else [current.target]
+                names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return None

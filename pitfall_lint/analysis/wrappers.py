@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import fnmatch
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from pitfall_lint.analysis.scopes import enclosing_function, local_value
 from pitfall_lint.context import FileContext
@@ -15,13 +16,14 @@ _JOINERS = frozenset({"os.path.join", "posixpath.join", "pathlib.Path", "pathlib
 _MAX_DEPTH = 3
 
 
-def holds_wrapper(ctx: FileContext, name: str, ancestors: Sequence[ast.AST], line: int) -> bool:
-    """True when the last assignment to `name` before `line` (in the function, else at module level) wraps."""
+def holds_wrapper(ctx: FileContext, name: str, ancestors: Sequence[ast.AST], line: int, wrappers: frozenset[str] = WRAPPERS) -> bool:
+    """True when the last assignment to `name` before `line` (in the function, else at module level) wraps it in one
+    of `wrappers` (qualified names; DataParallel and DistributedDataParallel unless told)."""
     function = enclosing_function(ancestors)
     value = local_value(name, function, line, ctx.tree)
     if value is None and function is not None:
         value = local_value(name, None, line, ctx.tree)
-    return isinstance(value, ast.Call) and ctx.qualified_name(value.func, ancestors) in WRAPPERS
+    return isinstance(value, ast.Call) and ctx.qualified_name(value.func, ancestors) in wrappers
 
 
 def _state_dict_receivers(value: ast.AST) -> list[ast.expr]:
@@ -82,3 +84,46 @@ def same_checkpoint(first: str, second: str) -> bool:
     if "*" in first and "*" in second:
         return first == second
     return fnmatch.fnmatchcase(first, second) or fnmatch.fnmatchcase(second, first)
+
+
+DDP = frozenset({"torch.nn.parallel.DistributedDataParallel"})
+
+
+@dataclass(frozen=True)
+class WrapBinding:
+    """`wrapper = DistributedDataParallel(inner, ...)` in a function (or at module level)."""
+
+    call: ast.Call
+    statement: ast.stmt
+    inner: str | None  # dotted name of the module wrapped: `model`, `self.model`
+    wrapper: str | None  # dotted name the wrapper is bound to
+
+
+def wrap_bindings(ctx: FileContext, scope: ast.AST, wrappers: frozenset[str] = DDP) -> list[WrapBinding]:
+    """Every wrap in the scope's own statements (not in the functions it defines), in source order; the wrap may be
+    the receiver of a method chain (`DDP(model).cuda()`)."""
+    key = ("wrap-bindings", id(scope), wrappers)
+    if key not in ctx.memo:
+        from pitfall_lint.analysis.training import dotted, walk_same_scope
+
+        found = []
+        body = getattr(scope, "body", [])
+        for statement in walk_same_scope(body):
+            if not isinstance(statement, (ast.Assign, ast.AnnAssign, ast.Expr)) or statement.value is None:
+                continue
+            value: ast.AST = statement.value
+            while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and isinstance(value.func.value, ast.Call):
+                value = value.func.value
+            if not (isinstance(value, ast.Call) and ctx.qualified_name(value.func, _scope_chain(scope)) in wrappers):
+                continue
+            inner = next((k.value for k in value.keywords if k.arg == "module"), value.args[0] if value.args else None)
+            targets = statement.targets if isinstance(statement, ast.Assign) else [getattr(statement, "target", None)]
+            wrapper = dotted(targets[0]) if len(targets) == 1 and targets[0] is not None else None
+            found.append(WrapBinding(value, statement, dotted(inner) if inner is not None else None, wrapper))
+        ctx.memo[key] = sorted(found, key=lambda b: (b.call.lineno, b.call.col_offset))
+    return ctx.memo[key]  # type: ignore[return-value]
+
+
+def _scope_chain(scope: ast.AST) -> list[ast.AST]:
+    """Ancestors enough for name resolution inside the scope: the scope itself (its local imports)."""
+    return [scope] if not isinstance(scope, ast.Module) else []

@@ -49,14 +49,22 @@ Symbol = tuple[str, ...]  # ("class" | "function", path, scope path), ("external
 _UNKNOWN: Symbol = ("unknown",)
 
 
+WrapperKind = Literal["DataParallel", "DistributedDataParallel"]
+# The kinds of WrapSite that are not nn.DataParallel, whatever the framework.
+_DISTRIBUTED_WRAPS = frozenset({"DistributedDataParallel", "FullyShardedDataParallel"})
+# How evidence of a reach names the class that holds the module: "" when the module is the wrapped one (or a base
+# class of it), "?" when the wrap's module could not be told from the source.
+WRAPPED_ITSELF, WRAPPED_UNKNOWN = "", "?"
+
+
 @dataclass
 class _Reach:
-    """Which module classes nn.DataParallel can run: `everything` (with its evidence) or the ones in `classes`."""
+    """Which module classes a wrapper can run: every class (`everything`, with the wraps' evidence) and the ones
+    in `classes`, each with the evidence of every wrap that reaches it."""
 
-    everything: Evidence | None = None
+    everything: list[Evidence] = field(default_factory=list)
     chosen: bool = False  # `everything` set by the user (data-parallel = "always"), not assumed
-    classes: dict[tuple[str, str], Evidence] = field(default_factory=dict)
-    wrapped: dict[tuple[str, str], Evidence] = field(default_factory=dict)  # the wrapped classes and their bases
+    classes: dict[tuple[str, str], list[Evidence]] = field(default_factory=dict)
 
 
 class ProjectModel:
@@ -305,10 +313,15 @@ class ProjectModel:
         `wrapped_only`: only the module DataParallel itself calls (whose outputs it gathers), the wrapped class or a
         base of it, not a submodule. `told_only`: only where a wrap of the project names the class (or the user
         chose data-parallel = "always"), not where it is assumed (a model library, a wrap of an unknown model)."""
-        reach = self._reach()
-        if reach.everything is not None and (reach.chosen or not told_only):
-            return reach.everything
-        return (reach.wrapped if wrapped_only else reach.classes).get((path, name))
+        chosen = self._reach("DataParallel").chosen
+        for evidence in self.wrapper_reach("DataParallel", path, name):
+            holder = evidence[4] if evidence else WRAPPED_UNKNOWN
+            if told_only and holder == WRAPPED_UNKNOWN and not chosen:
+                continue
+            if wrapped_only and holder not in (WRAPPED_ITSELF, WRAPPED_UNKNOWN):
+                continue
+            return evidence
+        return None
 
     def _wrap_at(self, path: str, line: int, column: int) -> WrapSite | None:
         return next((w for w in (self.summary(path) or FileSummary()).wraps if (w.line, w.column) == (line, column)), None)
@@ -364,39 +377,58 @@ class ProjectModel:
                 return found
         return None
 
-    def _reach(self) -> _Reach:
-        return self._memoised(("reach",), self._compute_reach)  # type: ignore[return-value]
+    def wrapper_reach(self, kind: WrapperKind, path: str, name: str) -> list[Evidence]:
+        """Every wrap of this kind that can run the class, the ones that wrap it itself first; [] when none can.
 
-    def _compute_reach(self) -> _Reach:
-        if self.data_parallel == "never":
-            return _Reach()
-        if self.data_parallel == "always":
-            return _Reach(everything=[], chosen=True)
-        sites = [
+        Each is `[path, line, wrap kind, splits batch, holder, options]`: `holder` is WRAPPED_ITSELF, the class
+        that holds it as a submodule, or WRAPPED_UNKNOWN; `options` are the wrap's [name, "True"|"False"|"?"]. The
+        evidence `[]` stands for no place at all (a model library, or `data-parallel = "always"`)."""
+        reach = self._reach(kind)
+        return sorted(reach.classes.get((path, name), []), key=_closeness) + reach.everything
+
+    def _reach(self, kind: WrapperKind) -> _Reach:
+        return self._memoised(("reach", kind), lambda: self._compute_reach(kind))  # type: ignore[return-value]
+
+    def _wrap_sites(self, kind: WrapperKind) -> list[tuple[str, WrapSite]]:
+        if kind == "DataParallel":
+            files = [p for p in self.files if (data := self._content(p)) is not None and may_wrap_in_data_parallel(data)]
+        else:
+            files = self._files_with((kind.encode(),))
+        return [
             (path, wrap)
-            for path in self.files
-            if (data := self._content(path)) is not None and may_wrap_in_data_parallel(data)
+            for path in files
             for wrap in (self.summary(path) or FileSummary()).wraps
-            if wrap.kind not in ("DistributedDataParallel", "FullyShardedDataParallel")
+            if (wrap.kind not in _DISTRIBUTED_WRAPS if kind == "DataParallel" else wrap.kind == kind)
         ]
-        if not sites:
+
+    def _compute_reach(self, kind: WrapperKind) -> _Reach:
+        if kind == "DataParallel" and self.data_parallel != "auto":
+            return _Reach(everything=[[]], chosen=True) if self.data_parallel == "always" else _Reach()
+        sites = self._wrap_sites(kind)
+        if not sites and kind == "DataParallel" and not self._trains_distributed():
             # A project that trains in parallel without DataParallel never runs its modules under it; a model
             # library that trains nothing itself leaves the choice to its users, who may wrap.
-            return _Reach() if self._trains_distributed() else _Reach(everything=[])
-        # A wrap whose model the source cannot tell reaches every module, unless the project trains with DDP, FSDP
-        # or a framework: DataParallel is then an aside (an inference script, an option), and such a wrap reaches only
-        # the modules its own file defines or imports.
-        incidental = self._trains_distributed()
+            return _Reach(everything=[[]])
+        # A DataParallel wrap whose model the source cannot tell reaches every module, unless the project trains
+        # with DDP, FSDP or a framework: DataParallel is then an aside (an inference script, an option), and such a
+        # wrap reaches only the modules its own file defines or imports.
+        incidental = kind == "DataParallel" and self._trains_distributed()
         reach = _Reach()
         for path, wrap in sites:
-            evidence = [self.display(path), wrap.line, wrap.kind, wrap.splits_batch]
+            def evidence(holder: str, path: str = path, wrap: WrapSite = wrap) -> Evidence:
+                return [self.display(path), wrap.line, wrap.kind, wrap.splits_batch, holder, [list(o) for o in wrap.options]]
+
             classes = self._built_classes(path, wrap.target, 0)
             if classes is None and not incidental:
-                return _Reach(everything=evidence)
-            for cls in classes if classes is not None else self._classes_at_hand(path):
+                reach.everything.append(evidence(WRAPPED_UNKNOWN))
+                continue
+            if classes is None:
+                unknown = evidence(WRAPPED_UNKNOWN)
+                for cls in self._classes_at_hand(path):
+                    self._reach_from(cls, lambda _holder, unknown=unknown: unknown, reach.classes)
+                continue
+            for cls in classes:
                 self._reach_from(cls, evidence, reach.classes)
-                for ancestor in self._class_ancestors(*cls):
-                    reach.wrapped.setdefault(ancestor, evidence)
         return reach
 
     def _classes_at_hand(self, path: str) -> list[tuple[str, str]]:
@@ -434,19 +466,52 @@ class ProjectModel:
             found |= built
         return found
 
-    def _reach_from(self, start: tuple[str, str], evidence: Evidence, reached: dict[tuple[str, str], Evidence]) -> None:
-        """The class, its bases (their code runs in it) and the submodules any of them builds."""
-        todo = [start]
+    def _reach_from(
+        self, start: tuple[str, str], evidence: Callable[[str], Evidence], reached: dict[tuple[str, str], list[Evidence]]
+    ) -> None:
+        """The class and its bases (their code runs in it) as wrapped themselves, then the submodules any of them
+        builds, held by that class; each class once per wrap, by its closest way."""
+        seen: dict[tuple[str, str], str] = {}
+        todo = [(start, WRAPPED_ITSELF)]
         while todo:
-            cls = todo.pop()
-            if cls in reached:
+            cls, holder = todo.pop(0)
+            if cls in seen:
                 continue
-            reached[cls] = evidence
             for class_path, class_name in self._class_ancestors(*cls):
-                reached.setdefault((class_path, class_name), evidence)
+                if (class_path, class_name) in seen:
+                    continue
+                seen[(class_path, class_name)] = holder
                 facts = self._class_facts(class_path, class_name)
                 for ref in facts.builds if facts else ():
-                    todo.extend(self._built_classes(class_path, ref, _MAX_DEPTH - 1) or ())
+                    todo.extend((built, class_name) for built in self._built_classes(class_path, ref, _MAX_DEPTH - 1) or ())
+        for cls, holder in seen.items():
+            reached.setdefault(cls, []).append(evidence(holder))
+
+    def holds_parameters(self, path: str, ref: str) -> bool | None:
+        """Whether the project class that `ref` (spelled in `path`) names builds trainable parameters, itself, in a
+        base class or in a submodule; None when the ref names no class of the project."""
+        symbol = self.resolve(path, ref)
+        if symbol[0] != "class":
+            return None
+        return self._class_holds_parameters((symbol[1], symbol[2]), frozenset())
+
+    def _class_holds_parameters(self, cls: tuple[str, str], seen: frozenset[tuple[str, str]]) -> bool:
+        def compute() -> bool:
+            for class_path, class_name in self._class_ancestors(*cls):
+                facts = self._class_facts(class_path, class_name)
+                if facts is None:
+                    continue
+                if facts.parameters:
+                    return True
+                for ref in facts.builds:
+                    for built in self._built_classes(class_path, ref, _MAX_DEPTH - 1) or ():
+                        if built not in seen and built != cls and self._class_holds_parameters(built, seen | {cls}):
+                            return True
+            return False
+
+        if len(seen) > _MAX_DEPTH:
+            return False
+        return self._memoised(("holds-parameters", *cls), compute)  # type: ignore[return-value]
 
     def _call_sites(self, path: str, name: str) -> list[tuple[str, CallSite]]:
         """Every call of the function `name` of `path`, in the files whose bytes hold its name."""
@@ -574,6 +639,11 @@ class ProjectModel:
         return ProjectView(self, path)
 
 
+def _closeness(evidence: Evidence) -> tuple[bool, int]:
+    """Wraps of the class itself first, then those with the fewest of DDP's graph options on."""
+    return evidence[4] != WRAPPED_ITSELF, sum(value != "False" for _, value in evidence[5])
+
+
 _QUESTIONS = {
     "module-class": "is_module_class",
     "methods": "class_methods",
@@ -581,6 +651,8 @@ _QUESTIONS = {
     "wrapped-classes": "wrapped_classes",
     "members": "members",
     "compiled-wrap": "compiled_wrap",
+    "wrapper-reach": "wrapper_reach",
+    "holds-parameters": "holds_parameters",
     "callers-restricted": "callers_restricted",
     "has-callers": "has_callers",
     "every-rank-caller": "every_rank_caller",
@@ -637,6 +709,13 @@ class ProjectView:
 
     def compiled_wrap(self, wrap: ast.Call) -> Evidence | None:
         return self._ask("compiled-wrap", self.path, wrap.lineno, wrap.col_offset)  # type: ignore[return-value]
+
+    def wrapper_reach(self, kind: WrapperKind, cls: ast.ClassDef, ancestors: Sequence[ast.AST]) -> list[Evidence]:
+        return self._ask("wrapper-reach", kind, self.path, definition_name(cls, ancestors))  # type: ignore[return-value]
+
+    def holds_parameters(self, ref: str) -> bool | None:
+        """For a class this file names (`ref` as the file spells it after its imports)."""
+        return self._ask("holds-parameters", self.path, ref)  # type: ignore[return-value]
 
     def callers_restricted(self, function: Definition, ancestors: Sequence[ast.AST]) -> Evidence | None:
         return self._ask("callers-restricted", self.path, definition_name(function, ancestors))  # type: ignore[return-value]

@@ -16,14 +16,14 @@ from dataclasses import astuple, dataclass, fields, is_dataclass
 from typing import Any
 
 from pitfall_lint.analysis.distributed import DISTRIBUTED_TRIGGERS, SETUP_NODES, SPAWNERS, setup_kind
-from pitfall_lint.analysis.modules import method_kind, same_module
+from pitfall_lint.analysis.modules import creates_parameters, method_kind, same_module
 from pitfall_lint.analysis.ranks import depends_on_rank, is_locally_restricted
 from pitfall_lint.analysis.scopes import FUNCTIONS, decorator_names, definition_name, enclosing_function, is_name, local_value, scope_path, self_name
 from pitfall_lint.analysis.wrappers import checkpoint_key, saved_wrapper_states
 from pitfall_lint.context import FileContext
 from pitfall_lint.traversal import Handler, traverse
 
-FORMAT = 5  # bump when a field changes: cached summaries of another format are computed afresh
+FORMAT = 6  # bump when a field changes: cached summaries of another format are computed afresh
 
 UNKNOWN = "?"  # a wrapped or returned module whose class cannot be told from the source
 _DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.data_parallel"})
@@ -33,6 +33,8 @@ _OTHER_WRAPPERS = {
 }
 # Decorators that keep the signature of what they decorate.
 _SIGNATURE_KEEPING = frozenset({"staticmethod", "classmethod", "record", "functools.wraps"})
+# Functions that return a module running the code of the one they are given: `torch.compile(Net())` is still a Net's.
+_RUNS_THE_MODULE = frozenset({"torch.compile"})
 # Roots of refs that never name a project definition: not worth a place in the summary.
 _EXTERNAL_ROOTS = frozenset(
     {
@@ -57,6 +59,7 @@ class ClassFacts:
     bases: tuple[str, ...]  # refs
     methods: tuple[tuple[str, str], ...]  # (name, kind) of the methods defined in its body
     builds: tuple[str, ...]  # refs of what its methods call: the submodules it may hold
+    parameters: bool  # its methods build trainable parameters of torch's (`nn.Linear(...)`, `nn.Parameter(t)`)
     reads: tuple[str, ...] = ()  # the names its methods read on the instance (`self.x`): what its code uses
 
 
@@ -76,7 +79,8 @@ class WrapSite:
     target: str  # ref of what builds the wrapped module, UNKNOWN when the source cannot tell
     caller: str
     splits_batch: bool  # DataParallel scatters along dim 0
-    column: int = 0  # of the call, which tells apart two wraps on one line (`DP(a()) if fast else DP(b())`)
+    column: int  # of the call, which tells apart two wraps on one line (`DP(a()) if fast else DP(b())`)
+    options: tuple[tuple[str, str], ...]  # DDP's find_unused_parameters / static_graph: "True", "False" or "?" (computed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,14 +126,14 @@ class FileSummary:
 
         return FileSummary(
             classes=tuple(
-                ClassFacts(name, line, tuple(bases), tuple((m, k) for m, k in methods), tuple(builds), tuple(reads))
-                for name, line, bases, methods, builds, reads in classes
+                ClassFacts(name, line, tuple(bases), tuple((m, k) for m, k in methods), tuple(builds), parameters, tuple(reads))
+                for name, line, bases, methods, builds, parameters, reads in classes
             ),
             functions=pairs(functions),
             imports=pairs(imports),
             returns=pairs(returns),
             calls=tuple(CallSite(caller, callee, line, guarded, tuple(per_rank)) for caller, callee, line, guarded, per_rank in calls),
-            wraps=tuple(WrapSite(*w) for w in wraps),
+            wraps=tuple(WrapSite(*w[:-1], pairs(w[-1])) for w in wraps),
             distributed=pairs(distributed),
             spawns=pairs(spawns),
             wrapper_saves=pairs(saves),
@@ -168,13 +172,20 @@ class _Reader:
                 root = root.value
             if isinstance(root, ast.Name) and (root.id in self.definitions or self.ctx.resolver.is_imported(root.id, ancestors)):
                 return qualified  # bound by an import, or a definition of this file
+        if qualified is not None and qualified.partition(".")[0] in _EXTERNAL_ROOTS:
+            return None  # `torch.save(...)` never calls the file's own `save`
         if isinstance(func, ast.Attribute) and func.attr in self.function_names:
             return f"*.{func.attr}"  # a same-file function through some other receiver
         return None
 
     def built_ref(self, value: ast.AST | None, ancestors: Sequence[ast.AST], depth: int = 0) -> str:
         """The ref of the call that builds the module `value` holds, UNKNOWN when it cannot be told."""
-        value = same_module(value) if value is not None else None
+        while isinstance(value, ast.Call):
+            value = same_module(value)
+            if isinstance(value, ast.Call) and value.args and self.ctx.qualified_name(value.func, ancestors) in _RUNS_THE_MODULE:
+                value = value.args[0]
+            else:
+                break
         if isinstance(value, ast.Call):
             root = value.func
             while isinstance(root, ast.Attribute):
@@ -207,6 +218,26 @@ def _keyword(call: ast.Call, name: str) -> ast.expr | None:
     return next((k.value for k in call.keywords if k.arg == name), None)
 
 
+# The DistributedDataParallel options that decide what it tolerates: unused parameters, reentrant backward passes.
+_DDP_OPTIONS = ("find_unused_parameters", "static_graph")
+
+
+def wrap_options(call: ast.Call) -> tuple[tuple[str, str], ...]:
+    """DDP's graph options as given: "True"/"False" for a literal, "?" for a computed value or `**kwargs`."""
+    found = []
+    spread = any(k.arg is None for k in call.keywords)
+    for name in _DDP_OPTIONS:
+        value = _keyword(call, name)
+        if value is None:
+            if spread:
+                found.append((name, "?"))
+        elif isinstance(value, ast.Constant) and isinstance(value.value, bool):
+            found.append((name, str(value.value)))
+        else:
+            found.append((name, "?"))
+    return tuple(found)
+
+
 def _splits_batch(call: ast.Call, position: int) -> bool:
     dim = _keyword(call, "dim")
     if dim is None and len(call.args) > position:
@@ -221,12 +252,12 @@ def _framework_wrap(qualified: str, call: ast.Call, reader: _Reader, ancestors: 
     if qualified.startswith("transformers.") and qualified.rpartition(".")[2] in ("Trainer", "Seq2SeqTrainer"):
         model = _keyword(call, "model") or (call.args[0] if call.args else None)
         # Trainer wraps its model in nn.DataParallel when it sees several GPUs and no distributed launch.
-        return WrapSite("transformers Trainer", call.lineno, reader.built_ref(model, ancestors), caller, True)
+        return WrapSite("transformers Trainer", call.lineno, reader.built_ref(model, ancestors), caller, True, call.col_offset, ())
     # Lightning's Trainer lost its "dp" strategy in 2.0; Fabric keeps one, for the modules given to `setup`.
     if qualified.startswith(_LIGHTNING_ROOTS) and qualified.rpartition(".")[2] == "Fabric":
         value = _keyword(call, "strategy")
         if isinstance(value, ast.Constant) and value.value == "dp":
-            return WrapSite('Lightning Fabric(strategy="dp")', call.lineno, UNKNOWN, caller, True)
+            return WrapSite('Lightning Fabric(strategy="dp")', call.lineno, UNKNOWN, caller, True, call.col_offset, ())
     return None
 
 
@@ -237,6 +268,7 @@ class _Builder:
         self.ctx = ctx
         self.reader = _Reader(ctx)
         self.classes: dict[int, tuple[str, ast.ClassDef, list[str]]] = {}
+        self.parametrised: set[int] = set()  # ids of the classes that build parameters
         self.functions: list[tuple[str, int]] = []
         self.returns: list[tuple[str, str]] = []
         self.calls: list[CallSite] = []
@@ -283,7 +315,12 @@ class _Builder:
         assert isinstance(node, ast.Return)
         ancestors = self.ctx.ancestors
         if node.value is not None and enclosing_function(ancestors) is not None:
-            self.returns.append((self.caller(ancestors), self.reader.built_ref(node.value, ancestors)))
+            caller = self.caller(ancestors)
+            value = same_module(node.value)
+            if isinstance(value, ast.Call) and self.ctx.qualified_name(value.func, ancestors) in _RUNS_THE_MODULE:
+                # `return torch.compile(Net())` returns both: a compiled module, and one that runs Net's code.
+                self.returns.append((caller, self.ctx.qualified_name(value.func, ancestors) or UNKNOWN))
+            self.returns.append((caller, self.reader.built_ref(node.value, ancestors)))
 
     def on_call(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)
@@ -294,11 +331,13 @@ class _Builder:
             target = _keyword(node, "module") or (node.args[0] if node.args else None)
             position = 3 if qualified == "torch.nn.DataParallel" else 4
             built = reader.built_ref(target, ancestors)
-            self.wraps.append(WrapSite("DataParallel", node.lineno, built, caller, _splits_batch(node, position), node.col_offset))
+            self.wraps.append(WrapSite("DataParallel", node.lineno, built, caller, _splits_batch(node, position), node.col_offset, ()))
         elif qualified in _OTHER_WRAPPERS:
             target = _keyword(node, "module") or (node.args[0] if node.args else None)
+            kind = _OTHER_WRAPPERS[qualified]
+            options = wrap_options(node) if kind == "DistributedDataParallel" else ()
             built = reader.built_ref(target, ancestors)
-            self.wraps.append(WrapSite(_OTHER_WRAPPERS[qualified], node.lineno, built, caller, False, node.col_offset))
+            self.wraps.append(WrapSite(kind, node.lineno, built, caller, False, node.col_offset, options))
         elif qualified in SPAWNERS and node.args:
             target = node.args[0]
             spawned = reader.callee_ref(target, ancestors, ctx.qualified_name(target, ancestors)) if isinstance(target, (ast.Name, ast.Attribute)) else None
@@ -312,6 +351,10 @@ class _Builder:
             framework = _framework_wrap(qualified, node, reader, ancestors)
             if framework is not None:
                 self.wraps.append(framework)
+        if creates_parameters(qualified or None, node):
+            owner = _owner_class(ancestors)
+            if owner is not None:
+                self.parametrised.add(id(owner[1]))
         callee = reader.callee_ref(node.func, ancestors, qualified or None) if isinstance(node.func, (ast.Name, ast.Attribute)) else None
         if callee is None:
             return
@@ -354,6 +397,7 @@ class _Builder:
                     tuple(ctx.qualified_name(base, []) or UNKNOWN for base in cls.bases),
                     tuple((f.name, method_kind(f)) for f in cls.body if isinstance(f, FUNCTIONS)),
                     tuple(dict.fromkeys(builds)),
+                    id(cls) in self.parametrised,
                     _instance_reads(cls),
                 )
                 for name, cls, builds in self.classes.values()

@@ -23,6 +23,7 @@ import socket
 import time
 from typing import Any
 
+from pitfall_lint.harness.child import collectives, ddp
 from pitfall_lint.harness.child.coverage import LineRecorder
 from pitfall_lint.harness.child.events import SCRIPT, current_rank, emit, emit_error, user_line
 from pitfall_lint.harness.child.wrapper_observers import observe_wrappers
@@ -240,6 +241,8 @@ def _patch_torch(torch: Any) -> None:
     _patch_state_dict_loading(torch)
     _patch_data_loading(torch)
     _patch_process_group(torch)
+    collectives.patch(torch)
+    ddp.patch(torch)
     _patch_data_parallel(torch)
     observe_wrappers(torch)
     _patch_step_budget(torch)

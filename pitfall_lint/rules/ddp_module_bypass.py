@@ -1,0 +1,93 @@
+"""PFL208: training through `ddp.module(x)`, or through the bare model a DDP wraps, skips gradient synchronisation."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+
+from pitfall_lint.analysis.scopes import enclosing_function
+from pitfall_lint.analysis.training import dotted, reaches_backward, runs_without_grad
+from pitfall_lint.analysis.wrappers import DDP, WrapBinding, holds_wrapper, wrap_bindings
+from pitfall_lint.diagnostic import RuleInfo
+from pitfall_lint.rules.base import Rule
+
+
+class DdpModuleBypass(Rule):
+    info = RuleInfo(
+        code="PFL208",
+        name="ddp-module-bypass",
+        summary="Training through `ddp_model.module(x)` or the bare model a DDP wraps: gradients are never synchronised.",
+        severity="error",
+        hint="call the DistributedDataParallel wrapper itself (`ddp_model(x)`) for every forward whose loss is backpropagated",
+        verifiable=True,
+    )
+    triggers = (("DistributedDataParallel",), ("backward",))
+    subscriptions = (ast.Call,)
+
+    def visit(self, node: ast.AST) -> None:
+        assert isinstance(node, ast.Call)
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr == "forward":
+            func = func.value  # `ddp.module.forward(x)`, `model.forward(x)`
+        if not isinstance(func, (ast.Name, ast.Attribute)):
+            return
+        ancestors = self.ctx.ancestors
+        bypass = self._bypass(func, node, ancestors)
+        if bypass is None or runs_without_grad(self.ctx, ancestors) or self._inside_no_sync(ancestors):
+            return
+        backward = reaches_backward(self.ctx, node, ancestors)
+        if backward is None:
+            return  # evaluation or inference: nothing is backpropagated through it
+        self.report(
+            node,
+            f"{bypass}, and the loss computed from it is backpropagated at line {backward.lineno}: DDP never sees this "
+            "forward, so the gradients are not all-reduced and every rank steps with its own; the replicas drift apart "
+            "without an error. Call the wrapper itself",
+        )
+
+    def _bypass(self, func: ast.expr, call: ast.Call, ancestors: Sequence[ast.AST]) -> str | None:
+        """What the call runs around the wrapper, in words, or None."""
+        if isinstance(func, ast.Attribute) and func.attr == "module":
+            owner = func.value
+            if isinstance(owner, ast.Name) and holds_wrapper(self.ctx, owner.id, ancestors, call.lineno, DDP):
+                return f"`{ast.unparse(call.func)}(...)` runs the module inside the DistributedDataParallel `{owner.id}`"
+            return None
+        spelled = dotted(func)
+        if spelled is None:
+            return None
+        for binding in self._bindings(ancestors):
+            if (
+                binding.inner == spelled
+                and binding.wrapper not in (None, spelled)
+                and binding.call.lineno < call.lineno
+                and not self._rebound_between(spelled, binding, call, ancestors)
+            ):
+                return (
+                    f"`{spelled}(...)` runs the bare model that `{binding.wrapper}` wraps in DistributedDataParallel "
+                    f"(line {binding.call.lineno})"
+                )
+        return None
+
+    def _bindings(self, ancestors: Sequence[ast.AST]) -> list[WrapBinding]:
+        function = enclosing_function(ancestors)
+        return wrap_bindings(self.ctx, function if function is not None else self.ctx.tree)
+
+    def _rebound_between(self, name: str, binding: WrapBinding, call: ast.Call, ancestors: Sequence[ast.AST]) -> bool:
+        """`model = DDP(model)` and the like: after it the name holds the wrapper, or something else."""
+        function = enclosing_function(ancestors)
+        scope = function if function is not None else self.ctx.tree
+        for node in ast.walk(scope):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, (ast.AnnAssign, ast.For)) else []
+            if any(dotted(t) == name for t in targets) and binding.call.lineno <= node.lineno < call.lineno:  # type: ignore[attr-defined]
+                return True
+        return False
+
+    def _inside_no_sync(self, ancestors: Sequence[ast.AST]) -> bool:
+        """`with ddp.no_sync():` asks for unsynchronised gradients on purpose (accumulation)."""
+        for node in ancestors:
+            if isinstance(node, (ast.With, ast.AsyncWith)):
+                for item in node.items:
+                    expr = item.context_expr
+                    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "no_sync":
+                        return True
+        return False

@@ -1,0 +1,285 @@
+"""PFL210: moving, casting or editing a model after DistributedDataParallel wrapped it; `device_ids` for a CPU model."""
+
+from __future__ import annotations
+
+import ast
+
+from pitfall_lint.analysis.evidence import snippet
+from pitfall_lint.analysis.modules import creates_parameters
+from pitfall_lint.analysis.ranks import ancestors_of
+from pitfall_lint.analysis.scopes import FUNCTIONS, local_value
+from pitfall_lint.analysis.training import dotted, walk_same_scope
+from pitfall_lint.analysis.wrappers import WrapBinding, wrap_bindings
+from pitfall_lint.diagnostic import RuleInfo
+from pitfall_lint.rules.base import Rule
+
+_CASTS = frozenset({"half", "double", "bfloat16"})
+_MOVES = frozenset({"cuda", "cpu", "xpu", "mps", "npu"})
+_DTYPES = frozenset({"float16", "half", "bfloat16", "float64", "double"})
+_EDITS = frozenset({"add_module", "register_module", "register_parameter"})
+_PLACERS = frozenset({"to", "cuda", "to_empty", "xpu", "npu", "mps"})
+_CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
+_CONVERTERS = frozenset({"convert_sync_batchnorm"})
+
+
+def _own_nodes(statement: ast.stmt) -> list[ast.AST]:
+    """The nodes a statement evaluates itself: a compound statement's header, not the statements it holds."""
+    if isinstance(statement, (ast.If, ast.While)):
+        return list(ast.walk(statement.test))
+    if isinstance(statement, (ast.For, ast.AsyncFor)):
+        return list(ast.walk(statement.iter))
+    if isinstance(statement, (ast.With, ast.AsyncWith)):
+        return [n for item in statement.items for n in ast.walk(item.context_expr)]
+    if isinstance(statement, (ast.Try, ast.Match, *FUNCTIONS, ast.ClassDef)):
+        return []
+    return list(ast.walk(statement))
+
+
+def _is_false(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value is False
+
+
+class DdpWrapOrder(Rule):
+    info = RuleInfo(
+        code="PFL210",
+        name="ddp-wrap-order",
+        summary="A model moved, cast or edited after DistributedDataParallel wrapped it, or `device_ids` for a CPU model.",
+        severity="error",
+        hint="move, cast, freeze and edit the model first, then wrap it in DistributedDataParallel (or wrap it again)",
+        verifiable=True,
+    )
+    triggers = (("DistributedDataParallel",),)
+    subscriptions = (ast.Module, *FUNCTIONS)
+
+    def visit(self, node: ast.AST) -> None:
+        bindings = wrap_bindings(self.ctx, node)
+        for index, binding in enumerate(bindings):
+            self._device_ids_on_cpu(binding)
+            names = {n for n in (binding.inner, binding.wrapper) if n}
+            if binding.wrapper:
+                names.add(f"{binding.wrapper}.module")
+            later = bindings[index + 1 :]
+            for statement in [binding.statement, *self._following(binding.statement, node)]:
+                if statement is not binding.statement:
+                    for name in [n for n in names if self._rebinds(statement, n.partition(".module")[0])]:
+                        names.discard(name)
+                        names.discard(f"{name}.module")
+                if not names:
+                    break
+                for problem, culprit in self._changes(statement, names, binding):
+                    if any(b.call.lineno > culprit.lineno and b.inner in names for b in later):
+                        continue  # wrapped again after the change: that is the fix
+                    self.report(culprit, problem)
+
+    def _following(self, statement: ast.stmt, scope: ast.AST) -> list[ast.stmt]:
+        """The statements that run after this one in its scope, in source order: those after it in its block and in
+        every enclosing block, with the statements they hold (not a sibling branch of an `if` it is in)."""
+        chain = [*ancestors_of(self.ctx, statement), statement]
+        start = chain.index(scope) if scope in chain else 0
+        found: list[ast.stmt] = []
+        for parent, child in zip(chain[start:], chain[start + 1 :]):
+            for field in ("body", "orelse", "finalbody"):
+                block = getattr(parent, field, None)
+                if isinstance(block, list) and any(item is child for item in block):
+                    after = block[[id(item) for item in block].index(id(child)) + 1 :]
+                    found += [n for item in after for n in walk_same_scope([item]) if isinstance(n, ast.stmt)]
+        return sorted(found, key=lambda n: (n.lineno, n.col_offset))
+
+    @staticmethod
+    def _rebinds(statement: ast.stmt, name: str | None) -> bool:
+        targets = statement.targets if isinstance(statement, ast.Assign) else [getattr(statement, "target", None)]
+        return name is not None and any(dotted(t) == name for t in targets if t is not None)
+
+    def _changes(self, statement: ast.stmt, names: set[str], binding: WrapBinding) -> list[tuple[str, ast.AST]]:
+        """(message, node) for each move, cast or edit of the wrapped model in the statement."""
+        found: list[tuple[str, ast.AST]] = []
+        line = binding.call.lineno
+        if isinstance(statement, (ast.For, ast.AsyncFor)) and not self._tolerates_unused(binding):
+            frozen = self._frozen_in_loop(statement, names)
+            if frozen:
+                found.append((self._freeze_message(frozen, line), statement))
+        for node in _own_nodes(statement):
+            if statement is binding.statement and not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.value is binding.call):
+                continue  # the wrap itself: only what is called on its result comes after it
+            if isinstance(node, ast.Call) and (self.ctx.qualified_name(node.func) or "").rpartition(".")[2] in _CONVERTERS:
+                if any(self._is_the_model(dotted(a) or "", names) for a in node.args):
+                    found.append((self._edit_message("`convert_sync_batchnorm(...)`", line), node))
+                continue
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                receiver = node.func.value
+                spelled = dotted(receiver) if not isinstance(receiver, ast.Call) else None
+                wrapped_here = receiver is binding.call
+                if spelled is None and not wrapped_here:
+                    continue
+                if not wrapped_here and not self._is_the_model(spelled, names):  # type: ignore[arg-type]
+                    continue
+                method = node.func.attr
+                shown = snippet(node)
+                what = "the model" if wrapped_here else f"`{spelled}`"
+                if self._casts(node):
+                    found.append((
+                        f"`{shown}` casts {what} after DistributedDataParallel wrapped it (line {line}): DDP keeps all-reducing "
+                        "the parameters it registered then, not the cast ones, so the ranks drift apart without an error; "
+                        "cast the model before wrapping it",
+                        node,
+                    ))
+                elif self._moves(node) and not self._moved_before(binding):
+                    found.append((
+                        f"`{shown}` moves {what} after DistributedDataParallel wrapped it on the CPU (line {line}): DDP keeps "
+                        "all-reducing the parameters it registered then, not the moved ones, so the ranks drift apart without "
+                        "an error; move the model first, then wrap it (`DDP(model.to(device), device_ids=[local_rank])`)",
+                        node,
+                    ))
+                elif method in _EDITS:
+                    found.append((self._edit_message(f"`{shown}`", line), node))
+                elif method == "requires_grad_" and self._freezes(node) and not self._tolerates_unused(binding):
+                    found.append((self._freeze_message(spelled or "the model", line), node))
+        if isinstance(statement, (ast.Assign, ast.AnnAssign)):
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            for target in targets:
+                spelled = dotted(target.value) if isinstance(target, ast.Attribute) else None
+                if spelled is None or not self._is_the_model(spelled, names):
+                    continue
+                if target.attr == "requires_grad" and _is_false(statement.value) and not self._tolerates_unused(binding):  # type: ignore[union-attr]
+                    found.append((self._freeze_message(spelled, line), statement))
+                elif isinstance(statement.value, ast.Call) and self._builds_module(statement.value):
+                    found.append((self._edit_message(f"`{ast.unparse(target)} = ...`", line), statement))
+        return found
+
+    @staticmethod
+    def _is_the_model(spelled: str, names: set[str]) -> bool:
+        """The wrapped model, the wrapper, or a part of either (`ddp.module.backbone`)."""
+        return any(spelled == n or spelled.startswith(n + ".") for n in names)
+
+    def _casts(self, call: ast.Call) -> bool:
+        method = call.func.attr  # type: ignore[attr-defined]
+        if method in _CASTS:
+            return True
+        if method not in ("to", "type"):
+            return False
+        for argument in [*call.args, *(k.value for k in call.keywords if k.arg in ("dtype", None))]:
+            name = self.ctx.qualified_name(argument) or ""
+            if name.startswith("torch.") and name.rpartition(".")[2] in _DTYPES:
+                return True
+        return False
+
+    def _moves(self, call: ast.Call) -> bool:
+        method = call.func.attr  # type: ignore[attr-defined]
+        if method in _MOVES:
+            return True
+        if method != "to" or not (call.args or any(k.arg == "device" for k in call.keywords)):
+            return False
+        argument = call.args[0] if call.args else next(k.value for k in call.keywords if k.arg == "device")
+        name = self.ctx.qualified_name(argument) or ""
+        return not (name.startswith("torch.") and name.rpartition(".")[2] in _DTYPES | {"float32", "float"})
+
+    def _moved_before(self, binding: WrapBinding) -> bool:
+        """Whether the model may already be on its device when wrapped (so that a later move changes nothing): it is
+        given `device_ids`, or it is not one that this function builds on the CPU."""
+        if binding.inner is None or any(k.arg in ("device_ids", "device_mesh") for k in binding.call.keywords):
+            return True
+        return not self._built_on_the_cpu(binding)
+
+    @staticmethod
+    def _mentions(node: ast.AST, name: str) -> bool:
+        spelled = dotted(node)
+        return spelled is not None and (spelled == name or spelled.startswith(name + "."))
+
+    def _device_ids_on_cpu(self, binding: WrapBinding) -> None:
+        """`DDP(model, device_ids=[rank])` where the function builds `model` itself and never moves it."""
+        device_ids = next((k.value for k in binding.call.keywords if k.arg == "device_ids"), None)
+        if device_ids is None and len(binding.call.args) > 1:
+            device_ids = binding.call.args[1]
+        if device_ids is None or isinstance(device_ids, ast.IfExp) or (isinstance(device_ids, ast.Constant) and device_ids.value is None):
+            return  # none, or chosen at run time as for a CPU run
+        if binding.inner is None or "." in binding.inner or not self._built_on_the_cpu(binding):
+            return
+        self.report(
+            device_ids,
+            f"`device_ids` given for `{binding.inner}`, whose parameters are still on the CPU here (it is built in "
+            "this function and never moved before the wrap): DistributedDataParallel raises \"ValueError: "
+            "DistributedDataParallel device_ids and output_device arguments only work with single-device/multiple-"
+            "device GPU modules or CPU modules\"; move the model to its GPU first (`model.to(local_rank)`), or drop "
+            "`device_ids` for a CPU run",
+        )
+
+    def _built_on_the_cpu(self, binding: WrapBinding) -> bool:
+        """The wrapped name's last assignment before the wrap builds a module class (torch's or the project's),
+        not on a device, and nothing moves it in between."""
+        ancestors = ancestors_of(self.ctx, binding.statement)
+        function = next((a for a in reversed(ancestors) if isinstance(a, FUNCTIONS)), None)
+        value = local_value(binding.inner, function, binding.call.lineno, None if function else self.ctx.tree)  # type: ignore[arg-type]
+        if not isinstance(value, ast.Call) or any(isinstance(n, ast.keyword) and n.arg == "device" for n in ast.walk(value)):
+            return False
+        if not self._freshly_built(value, ancestors):
+            return False  # built by a function, or from modules built elsewhere: they may be on a device
+        scope = function if function is not None else self.ctx.tree
+        assigned = max(n.lineno for n in ast.walk(scope) if isinstance(n, ast.Assign) and n.value is value)
+        for node in ast.walk(scope):
+            line = getattr(node, "lineno", 0)
+            if not assigned <= line <= binding.call.lineno:
+                continue
+            if isinstance(node, (ast.With, ast.AsyncWith)) and any("device" in ast.unparse(i.context_expr) for i in node.items):
+                return False
+            if isinstance(node, ast.Call) and node is not binding.call:
+                moves = isinstance(node.func, ast.Attribute) and node.func.attr in _PLACERS and self._mentions(node.func.value, binding.inner)  # type: ignore[arg-type]
+                handed = any(isinstance(a, ast.Name) and a.id == binding.inner for a in node.args)
+                if moves or handed or "set_default_device" in ast.unparse(node.func):
+                    return False
+        return True
+
+    def _freshly_built(self, call: ast.Call, ancestors: list[ast.AST]) -> bool:
+        """A module class of torch's or the project's, called here; a container only of such calls."""
+        qualified = self.ctx.qualified_name(call.func, ancestors)
+        built = creates_parameters(qualified, call)
+        if built is None:
+            return qualified is not None and self.ctx.project.holds_parameters(qualified) is not None
+        if qualified is not None and qualified.rpartition(".")[2] in _CONTAINERS:
+            parts = [a for argument in call.args for a in (argument.elts if isinstance(argument, (ast.List, ast.Tuple)) else [argument])]
+            return all(isinstance(p, ast.Call) and self._freshly_built(p, ancestors) for p in parts)
+        return True
+
+    def _freezes(self, call: ast.Call) -> bool:
+        value = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "requires_grad"), None)
+        return _is_false(value)
+
+    def _frozen_in_loop(self, loop: ast.For | ast.AsyncFor, names: set[str]) -> str | None:
+        """`for p in model.backbone.parameters(): p.requires_grad = False`: the part of the model it freezes."""
+        iterated = loop.iter.func.value if isinstance(loop.iter, ast.Call) and isinstance(loop.iter.func, ast.Attribute) else None
+        spelled = dotted(iterated) if iterated is not None else None
+        if spelled is None or not self._is_the_model(spelled, names):
+            return None
+        for node in ast.walk(loop):
+            if isinstance(node, ast.Assign) and _is_false(node.value) and any(isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in node.targets):
+                return spelled
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "requires_grad_" and self._freezes(node):
+                return spelled
+        return None
+
+    def _builds_module(self, call: ast.Call) -> bool:
+        qualified = self.ctx.qualified_name(call.func)
+        built = creates_parameters(qualified, call)
+        if built is None and qualified is not None:
+            built = self.ctx.project.holds_parameters(qualified)
+        return bool(built)
+
+    @staticmethod
+    def _tolerates_unused(binding: WrapBinding) -> bool:
+        """`find_unused_parameters=True` (or `static_graph=True`) marks parameters without a gradient ready."""
+        return any(k.arg in ("find_unused_parameters", "static_graph", None) and not _is_false(k.value) for k in binding.call.keywords)
+
+    @staticmethod
+    def _freeze_message(spelled: str, line: int) -> str:
+        return (
+            f"freezes `{spelled}` after DistributedDataParallel wrapped it (line {line}): DDP still waits for the frozen "
+            "parameters' gradients and fails at the next iteration with \"Expected to have finished reduction in the "
+            "prior iteration before starting a new one\"; freeze before wrapping"
+        )
+
+    @staticmethod
+    def _edit_message(what: str, line: int) -> str:
+        return (
+            f"{what} changes the model's parameters after DistributedDataParallel wrapped it (line {line}): the new "
+            "parameters are never all-reduced and the replaced ones never get a gradient (\"Expected to have finished "
+            "reduction in the prior iteration\"); make the change before wrapping, or wrap it again"
+        )

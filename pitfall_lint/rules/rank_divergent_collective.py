@@ -1,0 +1,284 @@
+"""PFL207: a collective that only some ranks reach; the ranks that do enter it wait for the others for ever."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from pitfall_lint.analysis.collectives import (
+    CANDIDATE_METHODS,
+    CANDIDATE_PROPERTIES,
+    COLLECTIVE_WORDS,
+    TORCH_COLLECTIVES,
+    collective_call,
+    collective_property,
+)
+from pitfall_lint.analysis.evidence import snippet
+from pitfall_lint.analysis.ranks import is_locally_restricted, names_rank, one_process_decorators
+from pitfall_lint.analysis.scopes import FUNCTIONS, enclosing_function
+from pitfall_lint.analysis.training import reaches_backward, runs_without_grad
+from pitfall_lint.context import FileContext
+from pitfall_lint.diagnostic import RuleInfo
+from pitfall_lint.rules.base import Rule
+
+# What ends a block early on some ranks; a `raise` is a failed check, not another path through the program.
+_TERMINATORS = (ast.Return, ast.Continue, ast.Break)
+# Values a rank is compared with to ask "is this run distributed at all?", the same answer on every rank.
+_NOT_A_RANK = (-1, None)
+# Calls whose result every rank shares: a collective's.
+_AGREED_WORDS = ("reduce", "broadcast", "gather", "all_", "agree")
+# Calls on the other ranks' side of a guard that cannot hold their half of a pair (logging, printing).
+_HARMLESS = frozenset({"print", "info", "warning", "warn", "debug", "error", "exception", "log", "append", "format", "sleep"})
+# Frameworks' entry points that run one process when given `devices=1`.
+_LAUNCHERS = frozenset({"Trainer", "Fabric"})
+
+
+@dataclass(frozen=True)
+class _Restriction:
+    """What keeps some ranks away from the call: a guard it is in, an early exit before it, a decorator."""
+
+    kind: str  # "guard", "else", "exit", "decorator"
+    node: ast.AST
+    text: str
+
+    @property
+    def key(self) -> tuple[int, str]:
+        return id(self.node), self.kind
+
+
+@dataclass
+class _Collective:
+    call: ast.Call | ast.Attribute
+    ancestors: list[ast.AST]
+    operation: str
+    description: str
+    restrictions: tuple[_Restriction, ...]
+    set_aside: bool  # the guard analysis' restrictions were judged not to split the ranks
+
+
+def _is_none(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+def _constant(node: ast.AST) -> object:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+        return -node.operand.value if isinstance(node.operand.value, (int, float)) else node.operand
+    return node.value if isinstance(node, ast.Constant) else node
+
+
+def _agreed(test: ast.AST) -> bool:
+    """A value every rank computes alike because a collective produced it (`reduce_boolean_decision(...)`,
+    `broadcast(...)`): a test on it takes the same branch everywhere."""
+    for node in ast.walk(test):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = (func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else "").lower()
+            if any(word in name for word in _AGREED_WORDS):
+                return True
+    return False
+
+
+def _splits_ranks(test: ast.AST) -> bool:
+    """Whether a test can be true on some ranks and false on others: `rank == 0`, `is_main_process()`,
+    `local_rank in [-1, 0]`; not `local_rank != -1`, `rank is not None`, `rank >= 0` nor `"RANK" in os.environ`,
+    which ask whether the run is distributed, nor `is_main or is_deepspeed`, which holds on every rank under
+    DeepSpeed, nor a test of a value a collective agreed on."""
+    if _agreed(test):
+        return False
+    if isinstance(test, ast.BoolOp):
+        splits = [_splits_ranks(value) for value in test.values]
+        return all(splits) if isinstance(test.op, ast.Or) else any(splits)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _splits_ranks(test.operand)
+    if isinstance(test, ast.Compare):
+        if not names_rank(test):
+            return False
+        sides = [test.left, *test.comparators]
+        if any(isinstance(op, (ast.In, ast.NotIn)) for op in test.ops) and all(
+            isinstance(s, ast.Constant) or not names_rank(s) for s in sides
+        ):
+            return False  # `"LOCAL_RANK" in os.environ`
+        for op, right in zip(test.ops, test.comparators):
+            value = _constant(right)
+            if value in _NOT_A_RANK and not isinstance(value, bool):
+                continue
+            if (isinstance(op, ast.GtE) and value == 0) or (isinstance(op, ast.Lt) and value == 0):
+                continue  # `rank >= 0`, `rank < 0`
+            return True
+        return False
+    return names_rank(test)
+
+
+def _block_of(parent: ast.AST, child: ast.AST) -> str:
+    for name in ("body", "orelse", "finalbody", "handlers"):
+        block = getattr(parent, name, None)
+        if isinstance(block, list) and any(item is child for item in block):
+            return name
+    if isinstance(parent, ast.IfExp):
+        return "body" if child is parent.body else "orelse" if child is parent.orelse else "test"
+    return ""
+
+
+def _exit_word(statement: ast.stmt) -> str | None:
+    """`return`/`continue`/`break` for `if <rank test>: return`, `raise` for a failed check, else None."""
+    if isinstance(statement, ast.If) and statement.body and names_rank(statement.test):
+        last = statement.body[-1]
+        if isinstance(last, (*_TERMINATORS, ast.Raise)):
+            return type(last).__name__.lower()
+    return None
+
+
+def _restrictions(ctx: FileContext, call: ast.AST, ancestors: list[ast.AST]) -> tuple[tuple[_Restriction, ...], bool]:
+    """The rank guards, early rank exits and rank-only decorators of the call's own code that split the ranks; and
+    whether the guard analysis' restrictions were all set aside here (a test every rank answers alike, a list of
+    ranks, a `raise` on a failed check)."""
+    found: list[_Restriction] = []
+    set_aside = False
+    chain = [*ancestors, call]
+    for parent, child in zip(chain, chain[1:]):
+        if isinstance(parent, (ast.If, ast.IfExp, ast.While)) and names_rank(parent.test):
+            block = _block_of(parent, child)
+            if block in ("body", "orelse"):
+                if _splits_ranks(parent.test):
+                    found.append(_Restriction("guard" if block == "body" else "else", parent, snippet(parent.test)))
+                else:
+                    set_aside = True
+        if isinstance(parent, FUNCTIONS):
+            rank_decorators = one_process_decorators(parent)
+            if rank_decorators:
+                found.append(_Restriction("decorator", parent, rank_decorators[0]))
+        block_name = _block_of(parent, child)
+        block = getattr(parent, block_name, None) if block_name in ("body", "orelse", "finalbody") else None
+        for statement in block if isinstance(block, list) else []:
+            if statement is child:
+                break
+            word = _exit_word(statement)
+            if word is None:
+                continue
+            if word != "raise" and _splits_ranks(statement.test):  # type: ignore[attr-defined]
+                found.append(_Restriction("exit", statement, f"if {snippet(statement.test)}: {word}"))  # type: ignore[attr-defined]
+            else:
+                set_aside = True
+    return tuple(found), set_aside
+
+
+def _calls_something(block: list[ast.stmt]) -> bool:
+    """Whether the statements call anything beyond logging and printing."""
+    for node in (n for statement in block for n in ast.walk(statement)):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if name not in _HARMLESS:
+                return True
+    return False
+
+
+def _other_side_may_pair(restriction: _Restriction) -> bool:
+    """What the other ranks run instead: the other branch of the guard, or the block they leave by (`if rank != 0:
+    wait(); return`). A call there may make the matching collective, out of sight."""
+    node = restriction.node
+    if restriction.kind == "guard" and isinstance(node, ast.If):
+        return _calls_something(node.orelse)
+    if restriction.kind == "else" and isinstance(node, ast.If):
+        return _calls_something(node.body)
+    if restriction.kind == "exit" and isinstance(node, ast.If):
+        return _calls_something(node.body[:-1])
+    return False
+
+
+def _single_process(function: ast.AST | None) -> bool:
+    for node in ast.walk(function) if function is not None else ():
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            devices = next((k.value for k in node.keywords if k.arg == "devices"), None)
+            if name in _LAUNCHERS and isinstance(devices, ast.Constant) and devices.value in (1, "1"):
+                return True
+    return False
+
+
+class RankDivergentCollective(Rule):
+    info = RuleInfo(
+        code="PFL207",
+        name="rank-divergent-collective",
+        summary="A collective, or a framework call that runs one, that only some ranks reach: the job hangs.",
+        severity="error",
+        hint="call it on every rank and keep only the rank-0 work under the guard",
+        verifiable=True,
+    )
+    triggers = (COLLECTIVE_WORDS,)
+    subscriptions = (ast.Call, ast.Attribute)
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._found: list[_Collective] = []
+
+    def visit(self, node: ast.AST) -> None:
+        ancestors = self.ctx.ancestors
+        if isinstance(node, ast.Attribute):
+            found = collective_property(self.ctx, node) if node.attr in CANDIDATE_PROPERTIES else None
+        else:
+            assert isinstance(node, ast.Call)
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr not in CANDIDATE_METHODS:
+                return  # the cheap look first
+            found = collective_call(self.ctx, node, ancestors)
+        if found is None:
+            return
+        operation, description = found
+        if isinstance(node, ast.Call) and operation in TORCH_COLLECTIVES and any(k.arg == "group" and not _is_none(k.value) for k in node.keywords):
+            return  # a subgroup's collective: only its members call it
+        if operation == "forward" and isinstance(node, ast.Call) and (runs_without_grad(self.ctx, ancestors) or reaches_backward(self.ctx, node, ancestors) is None):
+            return  # a forward that trains nothing runs a collective only for a module with buffers: not told here
+        # Either a rank split this rule spells out (a guard, its `else`, an early exit, a decorator), or a restriction
+        # to one rank that the guard analysis knows (a derived variable, a helper) and no test here set aside.
+        restrictions, set_aside = _restrictions(self.ctx, node, ancestors)
+        if restrictions or (not set_aside and is_locally_restricted(self.ctx, node, ancestors)):
+            self._found.append(_Collective(node, list(ancestors), operation, description, restrictions, set_aside))
+
+    def finish(self) -> None:
+        for collective in self._found:
+            if self._matched(collective):
+                continue
+            self.report(
+                collective.call,
+                f"{collective.description} runs only {self._why_some_ranks_only(collective)}: the other ranks never "
+                "enter it, so the ranks that do wait for them until the process group times out (30 minutes by "
+                "default); call it on every rank and keep only the rank-0 work under the guard",
+            )
+
+    def _matched(self, collective: _Collective) -> bool:
+        """The other ranks make the same call elsewhere in the function, under a guard of their own: `if rank == 0:
+        gather(t, lst) else: gather(t)`, or a barrier for the others before the work and one for rank 0 after it; or
+        they call something on their side of the guard that may hold their half (`else: engine.serve_others()`); or
+        the function runs one process (`Trainer(devices=1)`)."""
+        if not collective.restrictions:
+            return False
+        if _other_side_may_pair(collective.restrictions[-1]) or _single_process(enclosing_function(collective.ancestors)):
+            return True
+        mine = {r.key for r in collective.restrictions}
+        function = enclosing_function(collective.ancestors)
+        for other in self._found:
+            if (
+                other is not collective
+                and other.operation == collective.operation
+                and other.restrictions
+                and enclosing_function(other.ancestors) is function
+                and {r.key for r in other.restrictions} != mine
+            ):
+                return True
+        return False
+
+    @staticmethod
+    def _why_some_ranks_only(collective: _Collective) -> str:
+        if not collective.restrictions:
+            return "on one rank"  # restricted in a way the guard analysis knows and this rule does not spell out
+        restriction = collective.restrictions[-1]
+        line = getattr(restriction.node, "lineno", 0)
+        if restriction.kind == "guard":
+            return f"where `{restriction.text}` holds (line {line})"
+        if restriction.kind == "else":
+            return f"where `{restriction.text}` is false (the `else` of line {line})"
+        if restriction.kind == "exit":
+            return f"on the ranks that get past `{restriction.text}` (line {line})"
+        return f"on one rank (`@{restriction.text}` on `{restriction.node.name}`)"  # type: ignore[attr-defined]

@@ -1,0 +1,293 @@
+"""PFL207 rank-divergent-collective: collectives (and framework calls that run one) that only some ranks reach, and
+the guards, pairs and subgroups that are not that."""
+
+from __future__ import annotations
+
+from textwrap import dedent
+
+import pytest
+
+from marks import assert_marks
+
+SETUP = """
+import torch
+import torch.distributed as dist
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+t = torch.ones(1)
+"""
+
+CASES = {
+    "all-reduce-on-rank-zero": """
+        if rank == 0:
+            dist.all_reduce(t)  # expect: PFL207
+    """,
+    "barrier-in-a-rank-zero-block": """
+        def save(model):
+            if dist.get_rank() == 0:
+                torch.save(model.state_dict(), "m.pt")
+                dist.barrier()  # expect: PFL207
+    """,
+    "else-branch": """
+        if rank == 0:
+            print("writer")
+        else:
+            dist.broadcast(t, src=0)  # expect: PFL207
+    """,
+    "early-return": """
+        def report(t):
+            if dist.get_rank() != 0:
+                return
+            dist.all_gather_object([None, None], t)  # expect: PFL207
+    """,
+    "early-continue-in-a-loop": """
+        for step in range(3):
+            if not rank == 0:
+                continue
+            dist.reduce(t, dst=0)  # expect: PFL207
+    """,
+    "rank-zero-only-decorator": """
+        from lightning.pytorch.utilities import rank_zero_only
+        @rank_zero_only
+        def log_metric(t):
+            dist.all_reduce(t)  # expect: PFL207
+    """,
+    "imported-function-and-aliases": """
+        from torch.distributed import all_reduce as allreduce
+        import torch.distributed as td
+        if rank == 0:
+            allreduce(t)  # expect: PFL207
+            td.barrier()  # expect: PFL207
+            torch.distributed.monitored_barrier()  # expect: PFL207
+    """,
+    "main-process-predicate-and-local-rank": """
+        import os
+        local_rank = int(os.environ["LOCAL_RANK"])
+        def is_main_process():
+            return rank == 0
+        if is_main_process():
+            dist.all_reduce(t)  # expect: PFL207
+        if local_rank in [-1, 0]:
+            dist.new_group([0])  # expect: PFL207
+    """,
+    "group-none-is-the-default-group": """
+        if rank == 0:
+            dist.all_reduce(t, group=None)  # expect: PFL207
+    """,
+    "rank-and-distributed": """
+        import os
+        distributed = "WORLD_SIZE" in os.environ
+        if distributed and rank == 0:
+            dist.barrier()  # expect: PFL207
+    """,
+    "else-branch-that-only-logs": """
+        if rank == 0:
+            dist.barrier()  # expect: PFL207
+        else:
+            print("waiting for rank 0")
+    """,
+    # Every rank reaches the call, or the ranks pair up.
+    "the-others-hold-their-half-in-a-call": """
+        def serve(engine):
+            if rank == 0:
+                engine.deploy()
+                dist.broadcast(t, src=0)
+            else:
+                engine.serve_other_ranks()
+    """,
+    "the-others-wait-before-leaving": """
+        def publish(engine):
+            if rank != 0:
+                engine.wait_for_the_signal()
+                return
+            dist.broadcast(t, src=0)
+    """,
+    "unguarded": """
+        dist.all_reduce(t)
+        if rank == 0:
+            print(t)
+        dist.barrier()
+    """,
+    "distributed-or-not-tests": """
+        import os
+        local_rank = int(os.environ.get("LOCAL_RANK", -1))
+        if local_rank != -1:
+            dist.barrier()
+        if rank is not None:
+            dist.all_reduce(t)
+        if rank >= 0:
+            dist.barrier()
+        if "RANK" in os.environ:
+            dist.barrier()
+    """,
+    "gather-to-rank-zero-on-both-branches": """
+        if rank == 0:
+            gathered = [torch.zeros(1), torch.zeros(1)]
+            dist.gather(t, gathered, dst=0)
+        else:
+            dist.gather(t, dst=0)
+    """,
+    "main-process-first": """
+        import os
+        def zero_first(local_rank):
+            if local_rank not in [-1, 0]:
+                dist.barrier()
+            yield
+            if local_rank == 0:
+                dist.barrier()
+    """,
+    "a-subgroup": """
+        group = dist.new_group([0])
+        if rank == 0:
+            dist.all_reduce(t, group=group)
+    """,
+    "list-of-ranks-and-flags-named-after-ranks": """
+        def cached_group(ranks, cache, load_on_all_ranks):
+            if tuple(ranks) not in cache:
+                cache[tuple(ranks)] = dist.new_group(ranks)
+            if load_on_all_ranks:
+                dist.barrier()
+    """,
+    "a-value-the-ranks-agreed-on": """
+        def shared(strategy, path):
+            if not strategy.reduce_boolean_decision(path == "x", all=True):
+                return
+            dist.barrier()
+    """,
+    "raise-on-a-bad-rank": """
+        def check(world_size):
+            if rank >= world_size:
+                raise ValueError("bad rank")
+            dist.barrier()
+    """,
+    "a-local-function-named-like-a-collective": """
+        def barrier():
+            pass
+        if rank == 0:
+            barrier()
+    """,
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_case(name: str) -> None:
+    assert_marks(SETUP + dedent(CASES[name]))
+
+
+FRAMEWORKS = {
+    "lightning-save-checkpoint": """
+        import lightning.pytorch as pl
+        def end(trainer):
+            if trainer.is_global_zero:
+                trainer.save_checkpoint("last.ckpt")  # expect: PFL207
+    """,
+    "lightning-log-sync-dist-in-a-rank-zero-hook": """
+        import lightning.pytorch as pl
+        from lightning.pytorch.utilities import rank_zero_only
+        class Model(pl.LightningModule):
+            @rank_zero_only
+            def on_validation_epoch_end(self):
+                self.log("val/acc", 0.5, sync_dist=True)  # expect: PFL207
+                self.log("val/loss", 0.5)
+    """,
+    "lightning-log-rank-zero-only-is-fine": """
+        import lightning.pytorch as pl
+        class Model(pl.LightningModule):
+            def on_validation_epoch_end(self):
+                if self.global_rank == 0:
+                    self.log("val/acc", 0.5, rank_zero_only=True)
+    """,
+    "accelerate-gather-and-wait": """
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        def evaluate(predictions):
+            if accelerator.is_main_process:
+                everything = accelerator.gather_for_metrics(predictions)  # expect: PFL207
+                accelerator.wait_for_everyone()  # expect: PFL207
+    """,
+    "accelerate-save-state-with-deepspeed": """
+        from accelerate import Accelerator, DistributedType
+        accelerator = Accelerator()
+        uses_deepspeed = accelerator.distributed_type == DistributedType.DEEPSPEED
+        if accelerator.is_main_process:
+            accelerator.save_state("ckpt")  # expect: PFL207
+        if accelerator.is_main_process or accelerator.distributed_type == DistributedType.DEEPSPEED:
+            accelerator.save_state("ckpt")
+    """,
+    "accelerate-save-state-without-sharding-is-no-collective": """
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        if accelerator.is_main_process:
+            accelerator.save_state("ckpt")
+    """,
+    "fsdp-state-dict": """
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+        from torch.distributed.checkpoint.state_dict import get_model_state_dict
+        def save(net):
+            model = FSDP(net)
+            if rank == 0:
+                state = model.state_dict()  # expect: PFL207
+                state = get_model_state_dict(model)  # expect: PFL207
+    """,
+    "deepspeed-save-checkpoint": """
+        import deepspeed
+        def save(model_engine):
+            if rank == 0:
+                model_engine.save_checkpoint("ckpt")  # expect: PFL207
+    """,
+    "ddp-training-step-on-one-rank": """
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        def train(net, x):
+            model = DDP(net)
+            if rank == 0:
+                loss = model(x).sum()  # expect: PFL207
+                loss.backward()
+            with torch.no_grad():
+                if rank == 0:
+                    model(x)
+    """,
+    "one-device-test": """
+        import lightning.pytorch as pl
+        def test_save(tmp_path, model):
+            trainer = pl.Trainer(devices=1)
+            trainer.fit(model)
+            if trainer.is_global_zero:
+                trainer.save_checkpoint(tmp_path / "last.ckpt")
+    """,
+    "a-project-method-named-like-a-framework-one": """
+        class Trainer:
+            def save_checkpoint(self, path):
+                pass
+        trainer = Trainer()
+        if rank == 0:
+            trainer.save_checkpoint("last.ckpt")
+    """,
+}
+
+
+@pytest.mark.parametrize("name", FRAMEWORKS)
+def test_framework_call(name: str) -> None:
+    assert_marks(SETUP + dedent(FRAMEWORKS[name]))
+
+
+def test_the_message_names_the_guard_and_its_line() -> None:
+    from pitfall_lint.engine import Engine
+    from pitfall_lint.rules import all_rules
+
+    source = SETUP + "if rank == 0:\n    dist.all_reduce(t)\n"
+    (diagnostic,) = Engine(all_rules()).check_source("example.py", source.encode()).diagnostics
+    assert (diagnostic.code, diagnostic.line) == ("PFL207", 8)
+    assert diagnostic.message.startswith("`dist.all_reduce` runs only where `rank == 0` holds (line 7): the other ranks never enter it")
+
+
+def test_lightning_log_dir_is_read_on_rank_zero_only() -> None:
+    assert_marks(SETUP + dedent("""
+        import lightning.pytorch as pl
+        from lightning.pytorch.utilities import rank_zero_only
+        class Images(pl.Callback):
+            @rank_zero_only
+            def on_fit_start(self, trainer, pl_module):
+                folder = trainer.log_dir  # expect: PFL207
+            def on_fit_end(self, trainer, pl_module):
+                folder = trainer.log_dir
+    """))
