@@ -5,23 +5,11 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from pitfall_lint.analysis.processes import LAUNCHERS, PROCESS_CLASSES, process_call_name
 from pitfall_lint.analysis.scopes import FUNCTIONS, is_main_guard
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import Rule
-
-_LAUNCHERS = frozenset(
-    {
-        "torch.multiprocessing.spawn",
-        "torch.multiprocessing.start_processes",
-        "multiprocessing.Pool",
-        "multiprocessing.pool.Pool",
-        "torch.multiprocessing.Pool",
-        "torch_xla.distributed.xla_multiprocessing.spawn",
-    }
-)
-_PROCESS_CLASSES = frozenset({"multiprocessing.Process", "torch.multiprocessing.Process"})
-_CONTEXT_FACTORIES = frozenset({"multiprocessing.get_context", "torch.multiprocessing.get_context"})
 
 
 @dataclass
@@ -71,14 +59,10 @@ class MissingMainGuard(Rule):
 
     def _record(self, call: ast.Call, scope: _Scope, marker: ast.AST) -> None:
         func = call.func
-        name = self.ctx.qualified_name(func)
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call):
-            # multiprocessing.get_context("spawn").Process(...) and .Pool(...)
-            if self.ctx.qualified_name(func.value.func) in _CONTEXT_FACTORIES:
-                name = f"multiprocessing.{func.attr}"
-        if name in _LAUNCHERS:
+        name = process_call_name(self.ctx, call)
+        if name in LAUNCHERS:
             scope.launches.append((marker, name))
-        elif name in _PROCESS_CLASSES:
+        elif name in PROCESS_CLASSES:
             scope.builds_process = True
         elif isinstance(func, ast.Attribute) and func.attr == "start" and not call.args:
             scope.process_starts.append(marker)
