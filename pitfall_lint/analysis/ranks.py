@@ -78,21 +78,35 @@ def path_mentions_rank(path: ast.AST, ancestors: Sequence[ast.AST], _depth: int 
 
 
 def _call_sites(ctx: FileContext, name: str) -> list[ast.Call]:
-    return [
-        node
-        for node in ast.walk(ctx.tree)
-        if isinstance(node, ast.Call)
-        and (
-            (isinstance(node.func, ast.Name) and node.func.id == name)
-            or (isinstance(node.func, ast.Attribute) and node.func.attr == name)
-        )
-    ]
+    """Calls of `name(...)` or `<anything>.name(...)`, from an index of the file's calls built once."""
+    key = ("calls-by-name",)
+    if key not in ctx.memo:
+        found: dict[str, list[ast.Call]] = {}
+        for node in ast.walk(ctx.tree):
+            if isinstance(node, ast.Call):
+                func = node.func
+                called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+                if called is not None:
+                    found.setdefault(called, []).append(node)
+        ctx.memo[key] = found
+    return ctx.memo[key].get(name, [])  # type: ignore[attr-defined, no-any-return]
 
 
 def is_restricted_to_one_rank(
     ctx: FileContext, node: ast.AST, ancestors: Sequence[ast.AST], _depth: int = 0
 ) -> bool:
-    """Whether something stops every rank but one (or one per file) from reaching `node`."""
+    """Whether something stops every rank but one (or one per file) from reaching `node`.
+
+    Kept per node, and per helper for its callers: each call site is judged once, however many saves the helper
+    holds.
+    """
+    key = ("restricted-to-one-rank", id(node), _depth)
+    if key not in ctx.memo:
+        ctx.memo[key] = _is_restricted(ctx, node, ancestors, _depth)
+    return ctx.memo[key]  # type: ignore[return-value]
+
+
+def _is_restricted(ctx: FileContext, node: ast.AST, ancestors: Sequence[ast.AST], _depth: int) -> bool:
     for ancestor in ancestors:
         if isinstance(ancestor, (ast.If, ast.IfExp, ast.While)) and mentions_rank(ancestor.test):
             return True
@@ -104,7 +118,10 @@ def is_restricted_to_one_rank(
     if function is None or _depth >= _MAX_HELPER_DEPTH:
         return False
     # A helper whose every caller in this file is restricted is restricted too.
-    sites = _call_sites(ctx, function.name)
-    return bool(sites) and all(
-        is_restricted_to_one_rank(ctx, site, ancestors_of(ctx, site), _depth + 1) for site in sites
-    )
+    key = ("callers-restricted-to-one-rank", id(function), _depth)
+    if key not in ctx.memo:
+        sites = _call_sites(ctx, function.name)
+        ctx.memo[key] = bool(sites) and all(
+            is_restricted_to_one_rank(ctx, site, ancestors_of(ctx, site), _depth + 1) for site in sites
+        )
+    return ctx.memo[key]  # type: ignore[return-value]

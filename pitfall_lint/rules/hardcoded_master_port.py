@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 
 from pitfall_lint.analysis.processes import launches_or_builds_processes
-from pitfall_lint.analysis.scopes import Function, enclosing_function, local_value
+from pitfall_lint.analysis.scopes import Function, enclosing_function, local_value, module_assignments
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import Rule
@@ -221,12 +221,8 @@ class HardcodedMasterPort(Rule):
 
     def _module_constant(self, name: str) -> ast.AST | None:
         """A module-level variable assigned exactly once (`PORT = "12355"`)."""
-        values = [
-            s.value
-            for s in self.ctx.tree.body
-            if isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in s.targets)
-        ]
-        return values[0] if len(values) == 1 else None
+        assignments = module_assignments(self.ctx.tree).get(name, [])
+        return assignments[0].value if len(assignments) == 1 else None
 
     def _is_conditional_default(self) -> bool:
         """`if "MASTER_PORT" not in os.environ:` (or any test reading it): a default the launcher can override."""
