@@ -44,7 +44,8 @@ def _is_main_guard(statement: ast.stmt) -> bool:
 
 
 def _fixture_parts(code: str) -> tuple[list[str], str, list[str]]:
-    """A bad fixture's imports, its body (no docstring or imports; the main guard made a function) and its top-level names."""
+    """A bad fixture's imports, its body (no docstring or imports; the main guard made a function) and the names it
+    binds at top level."""
     (path,) = (REPO / "fixtures").glob(f"{code}-*/bad.py")
     source = path.read_text()
     lines = source.splitlines()
@@ -58,7 +59,8 @@ def _fixture_parts(code: str) -> tuple[list[str], str, list[str]]:
         if index == 0 and isinstance(statement, ast.Expr):
             continue
         if _is_main_guard(statement):  # its body becomes a function, so that one module holds every copy
-            body.append(f"def run_{code.lower()}():\n" + "\n".join(lines[statement.body[0].lineno - 1 : statement.end_lineno]))
+            guarded = "\n".join(lines[statement.body[0].lineno - 1 : statement.end_lineno])
+            body.append(f"def run_{code.lower()}():\n{guarded}")
             names.append(f"run_{code.lower()}")
             continue
         start = min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", []))])
@@ -138,7 +140,8 @@ def many_saves(saves: int) -> str:
     # One long function, a save after every few statements.
     out.append("\n\ndef train(steps):\n    rank = dist.get_rank()\n")
     for k in range(per_kind * 2):
-        out.append(f"    loss_{k} = model(torch.randn(2, 4)).sum()\n    path_{k} = os.path.join('out', 'step_{k}.pt')\n")
+        out.append(f"    loss_{k} = model(torch.randn(2, 4)).sum()\n")
+        out.append(f"    path_{k} = os.path.join('out', 'step_{k}.pt')\n")
         if k % 2 == 0:
             out.append(f"    torch.save(model.state_dict(), path_{k})  # expect: PFL201\n")
         else:
@@ -149,7 +152,8 @@ def many_saves(saves: int) -> str:
         out.append(f"\n\ndef save_{k}(state):\n    torch.save(state, 'helper_{k}.pt'){mark}\n")
     out.append("\n\ndef main():\n    train(2)\n")
     for k in range(per_kind * 2):
-        out.append(f"    save_{k}(model.state_dict())\n" if k % 2 == 0 else f"    if RANK == 0:\n        save_{k}(model.state_dict())\n")
+        call = f"save_{k}(model.state_dict())"
+        out.append(f"    {call}\n" if k % 2 == 0 else f"    if RANK == 0:\n        {call}\n")
     return "".join(out)
 
 
@@ -198,7 +202,8 @@ def main() -> None:
             path.write_text(generate(kind, size))
             lines = path.read_bytes().count(b"\n")
             wall, cpu, peak, found = measure(path, options.runs)
-            print(f"{kind:<7}{lines:>9}{wall:>9.2f}{cpu:>9.2f}{cpu / lines * 1e6:>17.1f}{peak:>10.0f}{found:>13}", flush=True)
+            per_line = cpu / lines * 1e6
+            print(f"{kind:<7}{lines:>9}{wall:>9.2f}{cpu:>9.2f}{per_line:>17.1f}{peak:>10.0f}{found:>13}", flush=True)
             if not options.keep:
                 path.unlink()
     if not options.keep:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Sequence
 
 from pitfall_lint.context import FileContext
 
@@ -21,15 +22,20 @@ _CONTEXT_FACTORIES = frozenset({"multiprocessing.get_context", "torch.multiproce
 _STARTERS = LAUNCHERS | PROCESS_CLASSES
 
 
-def process_call_name(ctx: FileContext, call: ast.Call) -> str | None:
-    """The qualified name of the call, in the scope being visited; a context's `.Process`/`.Pool` reads as
-    `multiprocessing.Process`/`multiprocessing.Pool` (`multiprocessing.get_context("spawn").Pool(2)`)."""
+def process_call_name(ctx: FileContext, call: ast.Call, ancestors: Sequence[ast.AST] | None = None) -> str | None:
+    """The qualified name of the call, in the scope being visited (or of the given ancestors); a context's
+    `.Process`/`.Pool` reads as `multiprocessing.Process`/`multiprocessing.Pool`
+    (`multiprocessing.get_context("spawn").Pool(2)`)."""
     func = call.func
     if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call):
-        if ctx.qualified_name(func.value.func) in _CONTEXT_FACTORIES:
+        if ctx.qualified_name(func.value.func, ancestors) in _CONTEXT_FACTORIES:
             return f"multiprocessing.{func.attr}"
-    return ctx.qualified_name(func)
+    return ctx.qualified_name(func, ancestors)
 
 
-def launches_or_builds_processes(ctx: FileContext, call: ast.Call) -> bool:
-    return process_call_name(ctx, call) in _STARTERS
+def launches_or_builds_processes(ctx: FileContext, call: ast.Call, ancestors: Sequence[ast.AST] | None = None) -> bool:
+    return process_call_name(ctx, call, ancestors) in _STARTERS
+
+
+def is_pool(qualified: str | None) -> bool:
+    return qualified is not None and qualified.rpartition(".")[2] == "Pool" and qualified in LAUNCHERS

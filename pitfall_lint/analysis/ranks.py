@@ -85,9 +85,8 @@ def _call_sites(ctx: FileContext, name: str) -> list[ast.Call]:
         for node in ast.walk(ctx.tree):
             if isinstance(node, ast.Call):
                 func = node.func
-                called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
-                if called is not None:
-                    found.setdefault(called, []).append(node)
+                if isinstance(func, (ast.Name, ast.Attribute)):
+                    found.setdefault(func.id if isinstance(func, ast.Name) else func.attr, []).append(node)
         ctx.memo[key] = found
     return ctx.memo[key].get(name, [])  # type: ignore[attr-defined, no-any-return]
 

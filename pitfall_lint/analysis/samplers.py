@@ -238,7 +238,8 @@ def _binding_positions(scope: ast.AST) -> Iterator[tuple[str, Position, ast.AST]
     assignment's after its value, a loop variable's after the iterable, a `with ... as`'s after its item."""
     if isinstance(scope, FUNCTIONS):
         arguments = scope.args
-        for argument in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg]:
+        every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg]
+        for argument in every:
             if argument is not None:
                 yield argument.arg, _start(scope), scope
     for node in walk_same_scope(getattr(scope, "body", [])):

@@ -254,12 +254,16 @@ def is_main_guard(test: ast.expr, equal: bool = True) -> bool:
 
 
 def _block_index(parent: ast.AST, field_name: str) -> dict[int, int]:
-    return _indexed(parent, ("positions", field_name), lambda: {id(s): i for i, s in enumerate(getattr(parent, field_name))})
+    return _indexed(
+        parent, ("positions", field_name), lambda: {id(s): i for i, s in enumerate(getattr(parent, field_name))}
+    )
 
 
 def position_in_block(parent: ast.AST, field_name: str, child: ast.AST) -> int | None:
     """Where `child` is in `parent.<field_name>` (`body`, `orelse`, ...), None when it is not there."""
-    return _block_index(parent, field_name).get(id(child)) if isinstance(getattr(parent, field_name, None), list) else None
+    if not isinstance(getattr(parent, field_name, None), list):
+        return None
+    return _block_index(parent, field_name).get(id(child))
 
 
 def _first_satisfying(parent: ast.AST, field_name: str, predicate: Callable[[ast.stmt], bool]) -> int:

@@ -129,8 +129,9 @@ def _block_stores(ctx: FileContext, parent: ast.AST, field: str) -> dict[str, li
             effects: dict[str, _Store] = {**inner, **dict.fromkeys(own)}
         else:
             effects = dict.fromkeys({n for node in walk_same_scope([statement]) for n in stored_names(node)})
-            if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
-                effects[statement.targets[0].id] = statement
+            if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+                if isinstance(statement.targets[0], ast.Name):
+                    effects[statement.targets[0].id] = statement
         for name, effect in effects.items():
             found.setdefault(name, []).append((index, effect))
     ctx.memo[key] = found

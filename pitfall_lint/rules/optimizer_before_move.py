@@ -91,9 +91,9 @@ def _exclusive(
 def _branch(statement: ast.AST, node: ast.AST, chain: Sequence[ast.AST]) -> str | None:
     path = [*chain, node]
     child = path[path.index(statement) + 1] if statement in path[:-1] else None
-    for field in ("body", "orelse", "handlers", "finalbody"):
-        if child in getattr(statement, field, []):
-            return field
+    for block in ("body", "orelse", "handlers", "finalbody"):
+        if child in getattr(statement, block, []):
+            return block
     return None
 
 
