@@ -26,7 +26,8 @@ import ast
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from pitfall_lint.analysis.processes import is_pool, launches_or_builds_processes, process_call_name
+from pitfall_lint.analysis.processes import LAUNCHERS, PROCESS_CLASSES, is_pool, process_call_name
+from pitfall_lint.analysis.ranks import ancestors_of
 from pitfall_lint.analysis.scopes import FUNCTIONS, is_main_guard
 from pitfall_lint.analysis.training import walk_same_scope
 from pitfall_lint.context import FileContext
@@ -178,48 +179,70 @@ def _run_time_reads(function: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambd
 _POOL_METHODS = frozenset(
     {"map", "imap", "imap_unordered", "starmap", "apply", "apply_async", "map_async", "starmap_async"}
 )
+_STARTER_NAMES = frozenset({"spawn", "start_processes", "Pool", "Process"})  # last names worth resolving
 
 
-def _pools(ctx: FileContext) -> set[str]:
-    """Top-level names bound to a process pool: `with Pool(2) as pool:`, `pool = mp.get_context("spawn").Pool()`."""
-    found: set[str] = set()
-    for node in walk_same_scope(ctx.tree.body):
-        if isinstance(node, ast.With):
-            pairs = [(item.context_expr, item.optional_vars) for item in node.items]
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
-            pairs = [(node.value, node.targets[0])]
-        else:
-            continue
+@dataclass
+class _HandOffs:
+    """The calls that hand work to child processes, and whether each names its work where this can follow it."""
+
+    calls: list[ast.Call] = field(default_factory=list)
+    followed: bool = True  # every call's work is a name (not a local variable), every pool is a module-level one
+    arguments: set[int] = field(default_factory=set)  # the Name nodes in their arguments
+
+
+def _hand_offs(ctx: FileContext) -> _HandOffs:
+    """Launchers, `Process(...)`, pools and their `map` and kin, anywhere in the file."""
+    pools: dict[str, ast.Call] = {}
+    for node in walk_same_scope(ctx.tree.body):  # module-level `with Pool(2) as pool:`, `pool = ...Pool()`
+        pairs = (
+            [(item.context_expr, item.optional_vars) for item in node.items] if isinstance(node, ast.With)
+            else [(node.value, node.targets[0])] if isinstance(node, ast.Assign) and len(node.targets) == 1
+            else []
+        )  # fmt: skip
         for value, target in pairs:
             if isinstance(value, ast.Call) and isinstance(target, ast.Name):
                 if is_pool(process_call_name(ctx, value, [ctx.tree])):
-                    found.add(target.id)
+                    pools[target.id] = value
+    found = _HandOffs()
+    for node in ast.walk(ctx.tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if last in _POOL_METHODS and isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            if func.value.id in pools:
+                found.calls.append(node)
+                found.followed &= isinstance(_work(node, 0, "func"), ast.Name)
+            continue
+        if last not in _STARTER_NAMES:
+            continue
+        name = process_call_name(ctx, node, ancestors_of(ctx, node))
+        if is_pool(name):
+            found.calls.append(node)  # its initializer runs in the children; its work comes through its methods
+            found.followed &= any(node is pool for pool in pools.values())
+        elif name in PROCESS_CLASSES:
+            found.calls.append(node)
+            found.followed &= isinstance(_work(node, 1, "target"), ast.Name)
+        elif name in LAUNCHERS:
+            found.calls.append(node)
+            found.followed &= isinstance(_work(node, 0, "fn"), ast.Name)
+    found.arguments = {id(n) for call in found.calls for n in _argument_names(call)}
     return found
 
 
-def _handed_to_children(ctx: FileContext, statement: ast.stmt, pools: set[str]) -> set[str]:
+def _work(call: ast.Call, position: int, keyword: str) -> ast.expr | None:
+    """The function a call hands over: `keyword=` or the argument at `position`."""
+    given = next((k.value for k in call.keywords if k.arg == keyword), None)
+    return given if given is not None else call.args[position] if len(call.args) > position else None
+
+
+def _handed_to_children(statement: ast.stmt, hand_offs: _HandOffs) -> set[str]:
     """Names the statement only hands to child processes: a launcher's or a `Process`'s target and arguments, a
     pool's function and data. The parent does not call such a function (the children do, after importing it)."""
-    handed = {id(n) for call in _hand_offs(ctx, statement, pools) for n in _argument_names(call)}
+    handed = hand_offs.arguments
     loads = [n for n in ast.walk(statement) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
     return {n.id for n in loads if id(n) in handed} - {n.id for n in loads if id(n) not in handed}
-
-
-def _hand_offs(ctx: FileContext, tree: ast.AST, pools: set[str]) -> list[ast.Call]:
-    """The calls in `tree` that hand work to child processes: launchers, `Process(...)`, a pool's `map` and kin."""
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            func = node.func
-            to_pool = (
-                isinstance(func, ast.Attribute)
-                and func.attr in _POOL_METHODS
-                and isinstance(func.value, ast.Name)
-                and func.value.id in pools
-            )
-            if to_pool or launches_or_builds_processes(ctx, node, [ctx.tree]):
-                found.append(node)
-    return found
 
 
 def _argument_names(call: ast.Call) -> list[ast.Name]:
@@ -238,13 +261,12 @@ class _Statement:
     handed: set[str] = field(default_factory=set)  # read only to be handed to child processes, never called here
 
 
-def _describe(ctx: FileContext, index: int, statement: ast.stmt, guard: bool, pools: set[str]) -> _Statement:
+def _describe(ctx: FileContext, index: int, statement: ast.stmt, guard: bool, hand_offs: _HandOffs) -> _Statement:
     line = statement.lineno  # a decorated definition's `def` line, where libcst places it too
     if guard or not is_definition(ctx, statement):
-        binds = _stores(statement.body) if isinstance(statement, ast.If) and guard else _stores([statement])
-        handed = _handed_to_children(ctx, statement, pools)
+        handed = _handed_to_children(statement, hand_offs)
         kind = "guard" if guard else "effect"
-        return _Statement(statement, index, line, kind, binds, _loads([statement]), handed=handed)
+        return _Statement(statement, index, line, kind, _stores([statement]), _loads([statement]), handed=handed)
     described = _Statement(statement, index, line, "definition", _stores([statement]), set())
     for node in walk_same_scope([statement]):  # the definitions in it (a class body, the branches of an `if`)
         if isinstance(node, FUNCTIONS):
@@ -342,8 +364,8 @@ def plan_main_guard(ctx: FileContext, starts: set[int]) -> dict[str, str] | None
     guard = next(
         (i for i, s in enumerate(body) if isinstance(s, ast.If) and is_main_guard(s.test) and not s.orelse), None
     )
-    pools = _pools(ctx)
-    statements = [_describe(ctx, i, s, i == guard, pools) for i, s in enumerate(body)]
+    hand_offs = _hand_offs(ctx)
+    statements = [_describe(ctx, i, s, i == guard, hand_offs) for i, s in enumerate(body)]
     effects = [s for s in statements if s.kind == "effect"]
     if guard is not None and _definition_between(statements, guard):
         return None
@@ -364,7 +386,7 @@ def plan_main_guard(ctx: FileContext, starts: set[int]) -> dict[str, str] | None
     mutable = bound - immutable
     if not _hoisting_keeps_order(statements, guard, edges, bound, mutable, rebound):
         return None
-    if not _children_see_what_fork_children_see(ctx, statements, starts, edges, calls, bound, mutable, pools):
+    if not _children_see_what_fork_children_see(statements, starts, edges, calls, bound, mutable, hand_offs):
         return None
     into = str(statements[guard].line) if guard is not None else ""
     return {"move": ",".join(str(s.line) for s in effects), "guard": into}
@@ -417,19 +439,18 @@ def _is_import(described: _Statement) -> bool:
 
 
 def _children_see_what_fork_children_see(
-    ctx: FileContext,
     statements: list[_Statement],
     starts: set[int],
     edges: dict[str, set[str]],
     calls: dict[str, set[str]],
     bound: set[str],
     mutable: set[str],
-    pools: set[str],
+    hand_offs: _HandOffs,
 ) -> bool:
     """Whether re-importing children find what children forked at each start would have inherited: the functions and
     classes handed to them (pickled by reference, so imported again), and what those read."""
     used = _Closure(edges)
-    used.grow(_handed_definitions(statements, starts, edges, bound, ctx, pools))
+    used.grow(_handed_definitions(statements, starts, edges, bound, hand_offs))
     needed = used.reached & bound
     before = _Closure(calls)  # what the parent-only statements before the last start read or may call
     for described in statements[: max(starts)]:
@@ -441,21 +462,19 @@ def _children_see_what_fork_children_see(
 
 
 def _handed_definitions(
-    statements: list[_Statement], starts: set[int], edges: dict[str, set[str]], bound: set[str], ctx: FileContext,
-    pools: set[str],
+    statements: list[_Statement], starts: set[int], edges: dict[str, set[str]], bound: set[str], hand_offs: _HandOffs
 ) -> set[str]:
     """The module's functions and classes that child processes get: those named in the arguments of the calls that
-    hand work over, anywhere in the file. When such a call names its work in a way this cannot follow (a local
-    variable), every function and class the starting statements reach counts."""
+    hand work over. When one of those calls cannot be followed (its work in a local variable, a pool kept in a
+    function), every function and class the starting statements reach counts."""
     defined = {
         node.name
         for described in statements
         for node in walk_same_scope([described.node])
         if isinstance(node, (*FUNCTIONS, ast.ClassDef))
     }
-    names = [n.id for call in _hand_offs(ctx, ctx.tree, pools) for n in _argument_names(call)[:1]]
-    if names and all(name in defined for name in names):
-        return {n.id for call in _hand_offs(ctx, ctx.tree, pools) for n in _argument_names(call)} & defined
+    if hand_offs.calls and hand_offs.followed:
+        return {n.id for call in hand_offs.calls for n in _argument_names(call)} & defined
     reached = _Closure(edges)
     for index in starts:
         reached.grow(statements[index].reads & bound)
