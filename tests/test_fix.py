@@ -277,6 +277,132 @@ def test_pfl301_moves_into_the_existing_guard() -> None:
     )
 
 
+def test_pfl301_moves_every_effect_in_order_and_keeps_definitions_in_place() -> None:
+    source = textwrap.dedent(
+        """\
+        import torch.multiprocessing as mp
+
+        print("starting")
+
+
+        def work(rank):
+            print("worker", rank)
+
+
+        mp.spawn(work, nprocs=2)
+        print("finished")
+        with open("done.txt", "w") as done:
+            done.write("done")
+        """
+    )
+    assert fix(source).decode() == textwrap.dedent(
+        """\
+        import torch.multiprocessing as mp
+
+
+        def work(rank):
+            print("worker", rank)
+
+
+        if __name__ == "__main__":
+            print("starting")
+
+            mp.spawn(work, nprocs=2)
+            print("finished")
+            with open("done.txt", "w") as done:
+                done.write("done")
+        """
+    )
+
+
+def test_pfl301_moves_effects_around_the_existing_guard_into_it() -> None:
+    source = (
+        'import multiprocessing as mp\n\n\ndef f():\n    pass\n\n\nprint("before")\nmp.Process(target=f).start()\n\n'
+        'if __name__ == "__main__":\n    print("main")\nprint("after")\n'
+    )
+    assert fix(source).decode() == (
+        'import multiprocessing as mp\n\n\ndef f():\n    pass\n\nif __name__ == "__main__":\n    print("before")\n'
+        '    mp.Process(target=f).start()\n    print("main")\n    print("after")\n'
+    )
+
+
+def test_pfl301_moves_a_decorated_launcher_the_children_do_not_need() -> None:
+    source = textwrap.dedent(
+        """\
+        import click
+        import torch.multiprocessing as mp
+
+
+        def work(rank):
+            pass
+
+
+        @click.command()
+        def main():
+            mp.spawn(work, nprocs=2)
+
+
+        main()
+        """
+    )
+    assert fix(source).decode() == textwrap.dedent(
+        """\
+        import click
+        import torch.multiprocessing as mp
+
+
+        def work(rank):
+            pass
+
+
+        if __name__ == "__main__":
+            @click.command()
+            def main():
+                mp.spawn(work, nprocs=2)
+
+            main()
+        """
+    )
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # the children read what an effect before the start binds: moved, they would not have it; left, they would
+        # run it again
+        "args = parse_args()\ndef work(rank):\n    print(args.lr)\nmp.spawn(work, nprocs=2)\n",
+        # the children use a module whose state an effect before the start changes
+        "import torch\ntorch.manual_seed(0)\ndef work(rank):\n    print(torch.rand(1))\nmp.spawn(work, nprocs=2)\n",
+        # the parent fills a list the children read
+        "RESULTS = []\ndef work(rank):\n    print(RESULTS)\nRESULTS.append(1)\nmp.spawn(work, nprocs=2)\n",
+        # a helper the parent calls before the start fills what the children read
+        "CACHE = {}\ndef warm():\n    CACHE['x'] = 1\ndef work(rank):\n    print(CACHE['x'])\nwarm()\nmp.spawn(work, nprocs=2)\n",
+        # the children read a name bound only after the start: a forked child never has it
+        "def work(rank):\n    print(LATE)\nmp.spawn(work, nprocs=2)\nLATE = 1\n",
+        # an import after the start would run the imported module's code before the start
+        "def work(rank):\n    pass\nmp.spawn(work, nprocs=2)\nimport json\nprint(json.dumps(1))\n",
+        # a definition moved ahead of the call that, as written, fails without it
+        "def work(rank):\n    pass\nmp.spawn(work, nprocs=2)\nprint(later())\ndef later():\n    return 1\n",
+        # a name bound twice: which value the effects see depends on the order
+        "X = 1\ndef work(rank):\n    pass\nmp.spawn(work, nprocs=2)\nprint(X)\nX = 2\n",
+        # a definition that reads, when it runs, what an effect before it bound
+        "def work(rank):\n    pass\nmp.spawn(work, nprocs=2)\nLIMIT = compute()\ndef f(limit=LIMIT):\n    return limit\n",
+        # a definition between the existing guard and an effect after it would end up after that effect
+        "def work(rank):\n    pass\nmp.spawn(work, nprocs=2)\nif __name__ == '__main__':\n    pass\nY = 1\nprint(Y)\n",
+        # a star import binds names nobody can see
+        "from os.path import *\ndef work(rank):\n    pass\nmp.spawn(work, nprocs=2)\n",
+    ],
+    ids=["bound-before", "module-state", "filled-list", "helper-fills", "bound-after", "import-after", "called-before-defined",
+         "rebound", "default-from-effect", "definition-after-guard", "star-import"],
+)
+def test_pfl301_gives_no_fix_when_the_move_could_change_the_program(source: str) -> None:
+    from marks import reported
+
+    source = "import torch.multiprocessing as mp\n" + source
+    assert "PFL301" in {code for code, _ in reported(source)}
+    assert fix(source, unsafe=True) == source.encode()
+
+
 def test_pfl402_fixes_a_for_loop_only() -> None:
     template = (
         "import torch.distributed as dist\nfrom torch.utils.data import DataLoader, DistributedSampler\n\n\n"

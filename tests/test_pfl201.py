@@ -184,3 +184,21 @@ def test_setting_the_launcher_variables_sets_up_nothing(setup: str) -> None:
 
 def test_single_process_script_is_not_flagged() -> None:
     assert_marks("import torch\nmodel = torch.nn.Linear(2, 2)\ntorch.save(model.state_dict(), 'c.pt')\n")
+
+
+def test_two_thousand_saves_give_exactly_the_marked_diagnostics() -> None:
+    """Correctness at scale (bench/scaling_bench.py times it): 2,000 saves at module level, in one long function and in
+    helpers called with and without a rank guard; every unguarded one, and only those, is reported."""
+    import importlib.util
+
+    from marks import REPO, expected, reported
+
+    spec = importlib.util.spec_from_file_location("scaling_bench", REPO / "bench" / "scaling_bench.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    source = bench.many_saves(2000)
+    assert source.count("torch.save(") == 2000
+    marked = expected(source)
+    assert len(marked) == 934 and {code for code, _ in marked} == {"PFL201"}  # 134 + 400 + 400 unguarded
+    assert reported(source) == marked

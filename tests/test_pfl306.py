@@ -98,7 +98,90 @@ CASES = {
         from torch.distributed import TCPStore as Store
         store = Store("localhost", 1234, 1, True)  # expect: PFL306
     """,
+    "converted-module-constant": """
+        import os
+        PORT = 29500  # expect: PFL306
+        LABEL = "12355"  # expect: PFL306
+        def setup():
+            os.environ["MASTER_PORT"] = str(PORT)
+            os.environ["MASTER_PORT"] = f"{LABEL}"
+    """,
+    "converted-local-variable": """
+        import os
+        def setup(rank):
+            port = 12355  # expect: PFL306
+            os.environ["MASTER_PORT"] = f"{port!s}"
+            os.putenv("MASTER_PORT", str(port))
+    """,
+    "init-method-f-string-of-a-constant-port": """
+        import torch.distributed as dist
+        PORT = 29500  # expect: PFL306
+        def setup(rank):
+            dist.init_process_group("gloo", init_method=f"tcp://localhost:{PORT}", rank=rank, world_size=2)
+            dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + str(PORT), rank=rank, world_size=2)
+    """,
+    "init-method-f-string-without-placeholders": """
+        import torch.distributed as dist
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:29500", rank=0, world_size=1)  # expect: PFL306
+    """,
+    "init-method-local-port-in-f-string": """
+        import torch.distributed as dist
+        def setup(host, rank):
+            port = "23456"  # expect: PFL306
+            dist.init_process_group("gloo", init_method=f"tcp://{host}:{port}", rank=rank, world_size=2)
+    """,
+    "tcp-store-constant-port": """
+        import torch.distributed as dist
+        STORE_PORT = 29600  # expect: PFL306
+        store = dist.TCPStore("127.0.0.1", STORE_PORT, 1, True)
+    """,
+    "setdefault-in-a-script-that-spawns-its-workers": """
+        import os
+        import torch.multiprocessing as mp
+        def setup(rank, world_size):
+            os.environ.setdefault("MASTER_ADDR", "localhost")
+            os.environ.setdefault("MASTER_PORT", "29500")  # expect: PFL306
+        if __name__ == "__main__":
+            mp.spawn(setup, args=(2,), nprocs=2)
+    """,
+    "guarded-default-in-a-script-that-starts-processes": """
+        import os
+        from multiprocessing import Process
+        PORT = 12910  # expect: PFL306
+        def work():
+            if "MASTER_PORT" not in os.environ:
+                os.environ["MASTER_PORT"] = str(PORT)
+        if __name__ == "__main__":
+            Process(target=work).start()
+    """,
     # Fine: the port comes from elsewhere, is a default the launcher can override, or is free.
+    "setdefault-under-a-launcher-is-a-default": """
+        import os
+        import torch.distributed as dist
+        os.environ.setdefault("MASTER_PORT", "29500")
+        dist.init_process_group("gloo")
+    """,
+    "converted-ports-from-elsewhere": """
+        import os
+        import torch.distributed as dist
+        import torch.multiprocessing as mp
+        FREE = find_free_port()
+        ZERO = 0
+        FROM_ENV = int(os.environ.get("PORT", "29500"))
+        def setup(rank, args, host):
+            os.environ["MASTER_PORT"] = str(FREE)
+            os.environ["MASTER_PORT"] = f"{ZERO}"
+            os.environ["MASTER_PORT"] = str(FROM_ENV)
+            os.environ["MASTER_PORT"] = f"{args.master_port}"
+            os.environ.setdefault("MASTER_PORT", str(find_free_port()))
+            os.environ.setdefault("MASTER_PORT", "0")
+            dist.init_process_group("gloo", init_method=f"tcp://{host}:{args.port}")
+            dist.init_process_group("gloo", init_method=f"tcp://localhost:{os.environ['MASTER_PORT']}")
+            dist.init_process_group("gloo", init_method="tcp://localhost:" + str(FREE))
+            dist.init_process_group("gloo", init_method=f"tcp://localhost:{ZERO}")
+        if __name__ == "__main__":
+            mp.spawn(setup, args=(OPTIONS, "localhost"), nprocs=2)
+    """,
     "setdefault-is-a-default": """
         import os
         os.environ.setdefault("MASTER_PORT", "29500")

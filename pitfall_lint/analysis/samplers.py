@@ -10,12 +10,14 @@ stay quiet rather than guess.
 from __future__ import annotations
 
 import ast
+import bisect
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from pitfall_lint.analysis.ranks import ancestors_of
 from pitfall_lint.analysis.scopes import FUNCTIONS, Function, self_name
+from pitfall_lint.analysis.training import walk_same_scope
 from pitfall_lint.context import FileContext
 
 DISTRIBUTED_SAMPLERS = frozenset(
@@ -143,18 +145,24 @@ def call_sites(ctx: FileContext, function: Function) -> list[ast.Call]:
     key = ("samplers-call-sites", id(function))
     if key not in ctx.memo:
         method = _is_method(ctx, function)
-        sites = [
-            node
-            for node in ast.walk(ctx.tree)
-            if isinstance(node, ast.Call)
-            and (
-                (isinstance(node.func, ast.Attribute) and node.func.attr == function.name)
-                if method
-                else (isinstance(node.func, ast.Name) and node.func.id == function.name)
-            )
-            and function in called_definitions(ctx, node)
-        ]
-        ctx.memo[key] = sites
+        by_name = _calls_by_name(ctx)[1 if method else 0].get(function.name, [])
+        ctx.memo[key] = [node for node in by_name if function in called_definitions(ctx, node)]
+    return ctx.memo[key]  # type: ignore[return-value]
+
+
+def _calls_by_name(ctx: FileContext) -> tuple[dict[str, list[ast.Call]], dict[str, list[ast.Call]]]:
+    """The file's calls `f(...)` by `f`, and `x.f(...)` by `f`."""
+    key = ("samplers-calls-by-name",)
+    if key not in ctx.memo:
+        plain: dict[str, list[ast.Call]] = {}
+        attribute: dict[str, list[ast.Call]] = {}
+        for node in ast.walk(ctx.tree):
+            if isinstance(node, ast.Call):
+                if isinstance(node.func, ast.Name):
+                    plain.setdefault(node.func.id, []).append(node)
+                elif isinstance(node.func, ast.Attribute):
+                    attribute.setdefault(node.func.attr, []).append(node)
+        ctx.memo[key] = (plain, attribute)
     return ctx.memo[key]  # type: ignore[return-value]
 
 
@@ -177,32 +185,130 @@ def _parameter_for(ctx: FileContext, function: Function, call: ast.Call, argumen
 # --- references: names and `self.` attributes a value is stored in -------------------------------
 
 
+Position = tuple[int, int]
+
+
 @dataclass(frozen=True)
 class Ref:
-    """A place a value is stored: a name in a function (or the module), or `self.<attr>` in a class."""
+    """A place a value is stored: a name in a function (or the module), or `self.<attr>` in a class.
+
+    A name holds the value from `since` (where its binding takes effect) to the next binding of the name in the
+    scope, by position in the source; loads in functions nested in the scope count for its last binding. Without
+    `since` (an attribute) every load of the place counts.
+    """
 
     key: str
     scope: ast.AST
     attribute: bool = False
+    since: Position | None = None
 
     def uses(self, ctx: FileContext) -> Iterable[ast.expr]:
         """The loads of this place in its scope."""
-        for node in ast.walk(self.scope):
-            if self.attribute:
-                if (
-                    isinstance(node, ast.Attribute)
-                    and isinstance(node.ctx, ast.Load)
-                    and node.attr == self.key
-                    and isinstance(node.value, ast.Name)
-                    and _is_self(ctx, node)
-                ):
-                    yield node
-            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id == self.key:
-                yield node
+        if self.attribute:
+            return _attribute_loads(ctx, self.scope).get(self.key, [])
+        bindings = _name_bindings(ctx, self.scope)
+        if self.since is None:
+            return bindings.every_load.get(self.key, [])
+        return bindings.loads.get(self.key, {}).get(self.since, [])
 
     @property
     def spelling(self) -> str:
         return f"self.{self.key}" if self.attribute else self.key
+
+
+def _end(node: ast.AST) -> Position:
+    return (getattr(node, "end_lineno", None) or 0, getattr(node, "end_col_offset", None) or 0)
+
+
+def _start(node: ast.AST) -> Position:
+    return (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+
+
+@dataclass
+class _NameBindings:
+    """Where each name of a scope is bound, and which binding each of its loads reads."""
+
+    at: dict[int, Position]  # id of a binding's target Name (or of the function, for its parameters) -> position
+    loads: dict[str, dict[Position, list[ast.Name]]]
+    every_load: dict[str, list[ast.Name]]
+
+
+def _binding_positions(scope: ast.AST) -> Iterator[tuple[str, Position, ast.AST]]:
+    """(name, where the binding takes effect, the node to look it up by) for the scope's own bindings: an
+    assignment's after its value, a loop variable's after the iterable, a `with ... as`'s after its item."""
+    if isinstance(scope, FUNCTIONS):
+        arguments = scope.args
+        every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg]
+        for argument in every:
+            if argument is not None:
+                yield argument.arg, _start(scope), scope
+    for node in walk_same_scope(getattr(scope, "body", [])):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Delete)):
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+            yield from ((n.id, _end(node), n) for t in targets for n in _names(t))
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            yield from ((n.id, _end(node.iter), n) for n in _names(node.target))
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                if item.optional_vars is not None:
+                    yield from ((n.id, _end(item), n) for n in _names(item.optional_vars))
+        elif isinstance(node, ast.NamedExpr):
+            yield node.target.id, _end(node), node.target
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                yield (alias.asname or alias.name).partition(".")[0], _end(node), alias
+        elif isinstance(node, (*FUNCTIONS, ast.ClassDef)) and node is not scope:
+            yield node.name, _end(node), node
+
+
+def _names(target: ast.AST) -> list[ast.Name]:
+    return [n for n in ast.walk(target) if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))]
+
+
+def _name_bindings(ctx: FileContext, scope: ast.AST) -> _NameBindings:
+    key = ("samplers-name-bindings", id(scope))
+    if key in ctx.memo:
+        return ctx.memo[key]  # type: ignore[return-value]
+    at: dict[int, Position] = {}
+    positions: dict[str, list[Position]] = {}
+    for name, position, node in _binding_positions(scope):
+        at.setdefault(id(node), position)
+        positions.setdefault(name, []).append(position)
+    for found in positions.values():
+        found[:] = sorted(set(found))
+    own = {id(n) for n in walk_same_scope(getattr(scope, "body", [])) if isinstance(n, ast.Name)}
+    loads: dict[str, dict[Position, list[ast.Name]]] = {}
+    every_load: dict[str, list[ast.Name]] = {}
+    for node in ast.walk(scope):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            every_load.setdefault(node.id, []).append(node)
+            bound = positions.get(node.id)
+            if not bound:
+                continue
+            # A load in the scope's own code reads the binding before it; one in a nested function runs later.
+            at_index = bisect.bisect_left(bound, _start(node)) if id(node) in own else len(bound)
+            if at_index:
+                loads.setdefault(node.id, {}).setdefault(bound[at_index - 1], []).append(node)
+    found_bindings = _NameBindings(at, loads, every_load)
+    ctx.memo[key] = found_bindings
+    return found_bindings
+
+
+def _attribute_loads(ctx: FileContext, cls: ast.AST) -> dict[str, list[ast.Attribute]]:
+    """`self.<attribute>` loads in the class's methods, by attribute."""
+    key = ("samplers-attribute-loads", id(cls))
+    if key not in ctx.memo:
+        found: dict[str, list[ast.Attribute]] = {}
+        for node in ast.walk(cls):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.ctx, ast.Load)
+                and isinstance(node.value, ast.Name)
+                and _is_self(ctx, node)
+            ):
+                found.setdefault(node.attr, []).append(node)
+        ctx.memo[key] = found
+    return ctx.memo[key]  # type: ignore[return-value]
 
 
 def _is_self(ctx: FileContext, node: ast.Attribute) -> bool:
@@ -213,7 +319,7 @@ def _is_self(ctx: FileContext, node: ast.Attribute) -> bool:
 def target_refs(ctx: FileContext, target: ast.expr, ancestors: Sequence[ast.AST]) -> list[Ref]:
     if isinstance(target, ast.Name):
         scope = _enclosing(ancestors, FUNCTIONS) or ctx.tree
-        return [Ref(target.id, scope)]
+        return [Ref(target.id, scope, since=_name_bindings(ctx, scope).at.get(id(target)))]
     if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
         owner = _method_self(ancestors)
         if owner is not None and target.value.id == owner[1]:
@@ -302,7 +408,7 @@ def _through_call(
         for function in functions:
             parameter = _parameter_for(ctx, function, call, node)
             if parameter is not None:
-                ref = Ref(parameter, function)
+                ref = Ref(parameter, function, since=_start(function))
                 (flow.loader_refs if kind == "loader" else flow.sampler_refs).append(ref)
                 found.extend((use, kind) for use in ref.uses(ctx))
         return found

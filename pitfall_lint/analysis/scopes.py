@@ -1,12 +1,13 @@
-"""Finding the enclosing function, method and class of a node from its ancestors."""
+"""Scopes: the enclosing function, method and class of a node, and what a scope binds, indexed for lookups."""
 
 from __future__ import annotations
 
 import ast
 import bisect
 import weakref
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from pitfall_lint.context import FileContext
@@ -79,10 +80,26 @@ def mentions_name(node: ast.AST, name: str) -> bool:
     return is_name(node, name) or any(mentions_name(child, name) for child in ast.iter_child_nodes(node))
 
 
-def assignments_in(scope: ast.AST) -> list[ast.Assign | ast.With | ast.AsyncWith]:
-    """Assignments (and `with ... as` bindings) that run in this scope itself, not in the functions or classes it
-    defines."""
-    found: list[ast.Assign | ast.With | ast.AsyncWith] = []
+# Indexes of a scope or a block, built on first use and kept as long as the tree lives, so that each query is a
+# lookup (a bisect at most) instead of a walk: a file's analyses stay linear in its size however often they ask.
+_INDEXES: weakref.WeakKeyDictionary[ast.AST, dict[object, Any]] = weakref.WeakKeyDictionary()
+T = TypeVar("T")
+
+
+def _indexed(node: ast.AST, key: object, build: Callable[[], T]) -> T:
+    table = _INDEXES.get(node)
+    if table is None:
+        table = _INDEXES[node] = {}
+    if key not in table:
+        table[key] = build()
+    return table[key]  # type: ignore[no-any-return]
+
+
+Binding = ast.Assign | ast.With | ast.AsyncWith
+
+
+def _assignments_in(scope: ast.AST) -> list[Binding]:
+    found: list[Binding] = []
     todo = list(ast.iter_child_nodes(scope))
     while todo:
         node = todo.pop()
@@ -92,6 +109,19 @@ def assignments_in(scope: ast.AST) -> list[ast.Assign | ast.With | ast.AsyncWith
             found.append(node)
         todo.extend(ast.iter_child_nodes(node))
     return found
+
+
+def assignments_in(scope: ast.AST) -> list[Binding]:
+    """Assignments (and `with ... as` bindings) that run in this scope itself, not in the functions or classes it
+    defines (shared: do not modify)."""
+    return _indexed(scope, "assignments", lambda: _assignments_in(scope))
+
+
+def bound_pairs(node: Binding) -> list[tuple[ast.expr, ast.expr]]:
+    """(target, value) of each binding: `with io.BytesIO() as f:` binds `f` to what the expression gives."""
+    if isinstance(node, ast.Assign):
+        return [(target, node.value) for target in node.targets]
+    return [(item.optional_vars, item.context_expr) for item in node.items if item.optional_vars is not None]
 
 
 _BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
@@ -106,78 +136,43 @@ def statements_in(scope: ast.AST, definitions: bool = True) -> list[ast.stmt]:
         node = todo.pop()
         if node is not scope and not definitions and isinstance(node, (*FUNCTIONS, ast.ClassDef)):
             continue
-        for field in _BLOCKS:
-            block = getattr(node, field, None)
+        for block_name in _BLOCKS:
+            block = getattr(node, block_name, None)
             if type(block) is list:
                 found += [s for s in block if isinstance(s, ast.stmt)]
                 todo += block
     return found
 
 
-def _binds(target: ast.expr, name: str, unpacked: bool) -> bool:
+def _bound_names(target: ast.expr, unpacked: bool) -> Iterator[str]:
     if isinstance(target, ast.Name):
-        return target.id == name
-    return unpacked and isinstance(target, (ast.Tuple, ast.List)) and any(_binds(e, name, True) for e in target.elts)
+        yield target.id
+    elif unpacked and isinstance(target, (ast.Tuple, ast.List)):
+        for element in target.elts:
+            yield from _bound_names(element, True)
 
 
-# Assignments by name per scope, built once per scope: a lookup is then a binary search, not a walk.
-_ASSIGNMENTS: weakref.WeakKeyDictionary[ast.AST, tuple[dict[str, list[tuple[int, ast.expr]]], ...]] = weakref.WeakKeyDictionary()
+@dataclass
+class _Timeline:
+    """The values one name is assigned in a scope, by line (equal lines in the order a walk meets them)."""
+
+    lines: list[int] = field(default_factory=list)
+    values: list[ast.AST] = field(default_factory=list)
+
+    def before(self, line: int) -> ast.AST | None:
+        at = bisect.bisect_left(self.lines, line)
+        return self.values[at - 1] if at else None
 
 
-def _names_in(target: ast.expr) -> list[str]:
-    if isinstance(target, ast.Name):
-        return [target.id]
-    if isinstance(target, (ast.Tuple, ast.List)):
-        return [name for element in target.elts for name in _names_in(element)]
-    return []
-
-
-_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
-
-
-def _statements(scope: ast.AST) -> list[ast.AST]:
-    """Every statement under the scope, nested blocks and nested definitions included: assignments are
-    statements, so expressions need no visit."""
-    found: list[ast.AST] = []
-    todo = [scope]
-    while todo:
-        node = todo.pop()
-        for field in _BLOCKS:
-            block = getattr(node, field, None)
-            if type(block) is list:
-                found.extend(block)
-                todo.extend(block)
-    return found
-
-
-def _assignment_index(scope: ast.AST, whole: bool) -> tuple[dict[str, list[tuple[int, ast.expr]]], ...]:
-    """(direct, unpacked): `name = value` and `name, other = value`, by name, in line order."""
-    found = _ASSIGNMENTS.get(scope)
-    if found is None:
-        direct: dict[str, list[tuple[int, ast.expr]]] = {}
-        unpacked: dict[str, list[tuple[int, ast.expr]]] = {}
-        for node in _statements(scope) if whole else assignments_in(scope):
-            if isinstance(node, ast.Assign):
-                bindings = [(target, node.value) for target in node.targets]
-            elif isinstance(node, (ast.With, ast.AsyncWith)):
-                # `with io.BytesIO() as f:` binds `f` to what the expression gives, for what a value is traced for
-                bindings = [(item.optional_vars, item.context_expr) for item in node.items if item.optional_vars is not None]
-            else:
-                continue
-            for target, value in bindings:
-                table = direct if isinstance(target, ast.Name) else unpacked
-                for name in _names_in(target):
-                    table.setdefault(name, []).append((node.lineno, value))
-        for table in (direct, unpacked):
-            for entries in table.values():
-                entries.sort(key=lambda entry: entry[0])
-        found = _ASSIGNMENTS[scope] = (direct, unpacked)
-    return found
-
-
-def _last_before(entries: list[tuple[int, ast.expr]], before_line: int) -> tuple[int, ast.expr] | None:
-    index = bisect.bisect_left(entries, before_line, key=lambda entry: entry[0])
-    return entries[index - 1] if index else None
+def _timelines(assignments: Iterable[Binding], unpacked: bool) -> dict[str, _Timeline]:
+    timelines: dict[str, _Timeline] = {}
+    for node in sorted(assignments, key=lambda n: n.lineno):  # stable: a line's assignments keep their order
+        pairs = bound_pairs(node)
+        for name, value in {n: v for t, v in pairs for n in _bound_names(t, unpacked)}.items():
+            timeline = timelines.setdefault(name, _Timeline())
+            timeline.lines.append(node.lineno)
+            timeline.values.append(value)
+    return timelines
 
 
 def local_value(
@@ -185,16 +180,117 @@ def local_value(
 ) -> ast.AST | None:
     """The last simple assignment to `name` before the given line: in the function, else (if given) at module level.
 
-    With `unpacked`, `name, state = value` counts too, and gives the whole `value`.
+    With `unpacked`, `name, state = value` counts too, and gives the whole `value`. In a function, assignments in the
+    functions nested in it count too.
     """
     scope: ast.AST | None = function if function is not None else module
     if scope is None:
         return None
-    direct, packed = _assignment_index(scope, whole=function is not None)
-    found = [e for e in (_last_before(direct.get(name, []), before_line),) if e is not None]
-    if unpacked:
-        found += [e for e in (_last_before(packed.get(name, []), before_line),) if e is not None]
-    return max(found, key=lambda entry: entry[0])[1] if found else None
+    if function is None:
+        return assigned_before(scope, name, before_line, unpacked)
+    every = (n for n in statements_in(scope) if isinstance(n, (ast.Assign, ast.With, ast.AsyncWith)))
+    timeline = _indexed(scope, ("every-assignment", unpacked), lambda: _timelines(every, unpacked)).get(name)
+    return timeline.before(before_line) if timeline is not None else None
+
+
+def assigned_before(scope: ast.AST, name: str, before_line: int, unpacked: bool = False) -> ast.AST | None:
+    """The value of the last assignment to `name` before the line among the scope's own (`assignments_in`)."""
+    own = ("own-assignment", unpacked)
+    timeline = _indexed(scope, own, lambda: _timelines(assignments_in(scope), unpacked)).get(name)
+    return timeline.before(before_line) if timeline is not None else None
+
+
+def module_assignments(module: ast.Module) -> dict[str, list[ast.Assign]]:
+    """The module's top-level `name = value` statements by name, in order (shared: do not modify)."""
+
+    def build() -> dict[str, list[ast.Assign]]:
+        found: dict[str, list[ast.Assign]] = {}
+        for statement in module.body:
+            if isinstance(statement, ast.Assign):
+                for name in dict.fromkeys(t.id for t in statement.targets if isinstance(t, ast.Name)):
+                    found.setdefault(name, []).append(statement)
+        return found
+
+    return _indexed(module, "module-assignments", build)
+
+
+def is_rebound_between(name: str, scope: ast.AST, after_line: int, before_line: int) -> bool:
+    """Whether `name` is assigned (or is a loop target) on a line in (after_line, before_line)."""
+
+    def build() -> dict[str, list[int]]:
+        lines: dict[str, list[int]] = {}
+        for node in ast.walk(scope):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                lines.setdefault(node.id, []).append(node.lineno)
+        return {name: sorted(found) for name, found in lines.items()}
+
+    stores = _indexed(scope, "stores", build).get(name, [])
+    at = bisect.bisect_right(stores, after_line)
+    return at < len(stores) and stores[at] < before_line
+
+
+class ScopeBindings:
+    """A function's parameters and the simple assignments of its own body (or of the module's), by name."""
+
+    def __init__(self, function: Function | None, module: ast.Module) -> None:
+        scope: ast.AST = function if function is not None else module
+        self._parameters: list[str] = []
+        if function is not None:
+            args = function.args
+            self._parameters = [a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]]
+        self._assignments = sorted(assignments_in(scope), key=lambda n: n.lineno)
+        self._lines = [n.lineno for n in self._assignments]
+        self._timelines = _timelines(self._assignments, unpacked=False)
+        # First binding of each name, in binding order: parameters (line 0), then by first assignment.
+        self._first: dict[str, int] = dict.fromkeys(self._parameters, 0)
+        for name, timeline in self._timelines.items():
+            self._first.setdefault(name, timeline.lines[0])
+        self._order = sorted(self._first, key=lambda n: (self._first[n], n not in self._parameters))
+        self._found: dict[str, list[str]] = {}
+
+    def before(self, line: int) -> dict[str, ast.AST | None]:
+        """Names usable at the line, in the order they were first bound, each with its latest value (None: a
+        parameter not reassigned)."""
+        bound: dict[str, ast.AST | None] = dict.fromkeys(self._parameters)
+        for node in self._assignments[: bisect.bisect_left(self._lines, line)]:
+            for target, value in bound_pairs(node):
+                if isinstance(target, ast.Name):
+                    bound[target.id] = value
+        return bound
+
+    def is_bound_before(self, name: str, line: int) -> bool:
+        return self._first.get(name, line) < line
+
+    def last_bound_where(self, line: int, key: str, matches: Callable[[str, ast.AST | None], bool]) -> str | None:
+        """`before(line)` read from its last name: the first whose value at the line matches. `matches` must not
+        depend on the line: the names it could ever match are found once per `key`."""
+        if key not in self._found:
+            self._found[key] = [
+                name
+                for name in self._order
+                if (name in self._parameters and matches(name, None))
+                or any(matches(name, value) for value in self._values(name))
+            ]
+        for name in reversed(self._found[key]):
+            if self._first[name] < line:
+                timeline = self._timelines.get(name)
+                value = timeline.before(line) if timeline is not None else None
+                if matches(name, value):
+                    return name
+        return None
+
+    def _values(self, name: str) -> list[ast.AST]:
+        timeline = self._timelines.get(name)
+        return timeline.values if timeline is not None else []
+
+
+def bindings(function: Function | None, module: ast.Module) -> ScopeBindings:
+    return _indexed(function if function is not None else module, "bindings", lambda: ScopeBindings(function, module))
+
+
+def names_bound_before(function: Function | None, module: ast.Module, before_line: int) -> dict[str, ast.AST | None]:
+    """Names usable at a line: the function's parameters (None) and the values assigned before it, latest last."""
+    return bindings(function, module).before(before_line)
 
 
 def parameter_slots(expr: ast.AST, function: Function, ancestors: Sequence[ast.AST], depth: int = 0) -> list[str]:
@@ -219,34 +315,6 @@ def parameter_slots(expr: ast.AST, function: Function, ancestors: Sequence[ast.A
     return list(dict.fromkeys(slots))
 
 
-def is_rebound_between(name: str, scope: ast.AST, after_line: int, before_line: int) -> bool:
-    """Whether `name` is assigned (or is a loop target) on a line in (after_line, before_line)."""
-    return any(
-        isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store) and after_line < node.lineno < before_line
-        for node in ast.walk(scope)
-    )
-
-
-def names_bound_before(function: Function | None, module: ast.Module, before_line: int) -> dict[str, ast.AST | None]:
-    """Names usable at a line: the function's parameters (None) and the values assigned before it, latest last."""
-    bound: dict[str, ast.AST | None] = {}
-    if function is not None:
-        args = function.args
-        for parameter in [*args.posonlyargs, *args.args, *args.kwonlyargs]:
-            bound[parameter.arg] = None
-    scope: ast.AST = function if function is not None else module
-    for node in sorted(assignments_in(scope), key=lambda n: n.lineno):
-        if node.lineno < before_line:
-            if isinstance(node, ast.Assign):
-                bindings = [(target, node.value) for target in node.targets]
-            else:
-                bindings = [(item.optional_vars, item.context_expr) for item in node.items if item.optional_vars is not None]
-            for target, value in bindings:
-                if isinstance(target, ast.Name):
-                    bound[target.id] = value
-    return bound
-
-
 def is_main_guard(test: ast.expr, equal: bool = True) -> bool:
     """`__name__ == "__main__"` (or, with equal=False, its negation)."""
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
@@ -259,6 +327,19 @@ def is_main_guard(test: ast.expr, equal: bool = True) -> bool:
     )
 
 
+def _block_index(parent: ast.AST, field_name: str) -> dict[int, int]:
+    return _indexed(
+        parent, ("positions", field_name), lambda: {id(s): i for i, s in enumerate(getattr(parent, field_name))}
+    )
+
+
+def position_in_block(parent: ast.AST, field_name: str, child: ast.AST) -> int | None:
+    """Where `child` is in `parent.<field_name>` (`body`, `orelse`, ...), None when it is not there."""
+    if not isinstance(getattr(parent, field_name, None), list):
+        return None
+    return _block_index(parent, field_name).get(id(child))
+
+
 def preceded_by(
     ctx: FileContext,
     node: ast.AST,
@@ -267,23 +348,22 @@ def preceded_by(
 ) -> bool:
     """Whether a statement before `node`, in one of the blocks that enclose it, satisfies the predicate.
 
-    Each block is read once per predicate (where its first match stands, and each statement's place), so that
-    asking for every statement of a long block stays linear."""
+    Each block is read once per predicate (where its first match stands), so that asking for every statement of a
+    long block stays linear."""
     chain = [*ancestors, node]
     for index, (parent, child) in enumerate(zip(chain, chain[1:])):
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(parent, field, None)
-            if type(block) is list and block:
-                key = ("preceded-by", predicate, id(block))
-                if key not in ctx.memo:
-                    # The predicate gets the statements' ancestors (the block's parent and up) to read them in scope.
-                    scope = chain[: index + 1]
-                    first = next((i for i, statement in enumerate(block) if predicate(ctx, statement, scope)), len(block))
-                    ctx.memo[key] = (first, {id(statement): i for i, statement in enumerate(block)})
-                first, places = ctx.memo[key]  # type: ignore[misc]
-                place = places.get(id(child))
-                if place is not None and first < place:
-                    return True
+        for field_name in ("body", "orelse", "finalbody"):
+            place = position_in_block(parent, field_name, child)
+            if place is None:
+                continue
+            block = getattr(parent, field_name)
+            key = ("preceded-by", predicate, id(block))
+            if key not in ctx.memo:
+                # The predicate gets the statements' ancestors (the block's parent and up) to read them in scope.
+                scope = chain[: index + 1]
+                ctx.memo[key] = next((i for i, statement in enumerate(block) if predicate(ctx, statement, scope)), len(block))
+            if ctx.memo[key] < place:  # type: ignore[operator]
+                return True
     return False
 
 
@@ -312,7 +392,7 @@ def _bound_value(statement: ast.stmt, name: str) -> ast.expr | None:
         return ast.copy_location(ast.BinOp(ast.Name(name, ast.Load()), statement.op, statement.value), statement)
     targets = [statement.target] if isinstance(statement, (ast.For, ast.AsyncFor)) else []
     targets += [item.optional_vars for item in statement.items if item.optional_vars] if isinstance(statement, ast.With) else []
-    if any(_binds(t, name, unpacked=True) for t in targets):
+    if any(name in _bound_names(t, True) for t in targets):
         return ast.copy_location(ast.Name(name, ast.Load()), statement)
     return None
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import ast
+import bisect
 from collections.abc import Iterable, Iterator, Sequence
 
-from pitfall_lint.analysis.scopes import FUNCTIONS, Function
+from pitfall_lint.analysis.scopes import FUNCTIONS, Function, position_in_block
 from pitfall_lint.context import FileContext
 
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
@@ -94,45 +95,77 @@ def optimizer_variables(ctx: FileContext, ancestors: Sequence[ast.AST]) -> set[s
     return found
 
 
-def stores_name(node: ast.AST, name: str) -> bool:
-    """Whether the statement (not its nested statements) binds `name`."""
+def _targets(node: ast.AST) -> list[ast.expr]:
+    """What the statement (not its nested statements) stores into."""
     if isinstance(node, ast.Assign):
-        targets: list[ast.expr] = node.targets
-    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
-        targets = [node.target]
-    elif isinstance(node, (ast.For, ast.AsyncFor)):
-        targets = [node.target]
-    elif isinstance(node, (ast.With, ast.AsyncWith)):
-        targets = [i.optional_vars for i in node.items if i.optional_vars is not None]
-    elif isinstance(node, ast.NamedExpr):
-        targets = [node.target]
-    else:
-        return False
-    return any(isinstance(n, ast.Name) and n.id == name for t in targets for n in ast.walk(t))
+        return node.targets
+    if isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.NamedExpr)):
+        return [node.target]
+    if isinstance(node, (ast.With, ast.AsyncWith)):
+        return [i.optional_vars for i in node.items if i.optional_vars is not None]
+    return []
 
 
-def _last_store(statements: Sequence[ast.stmt], name: str) -> tuple[bool, ast.Assign | None]:
-    """The last statement that binds `name`: (True, `name = value`), (True, None) for any other binding
-    (a branch, a loop, a tuple target), (False, None) for none. `with` bodies always run, so they are read."""
-    for statement in reversed(statements):
-        if (
-            isinstance(statement, ast.Assign)
-            and len(statement.targets) == 1
-            and isinstance(statement.targets[0], ast.Name)
-            and statement.targets[0].id == name
-        ):
-            return True, statement
-        if isinstance(statement, (ast.With, ast.AsyncWith)) and not stores_name(statement, name):
-            decided, found = _last_store(statement.body, name)
-            if decided:
-                return decided, found
-            continue
-        if any(stores_name(n, name) for n in walk_same_scope([statement])):
-            return True, None
-    return False, None
+def stored_names(node: ast.AST) -> set[str]:
+    """The names the statement (not its nested statements) binds."""
+    return {n.id for t in _targets(node) for n in ast.walk(t) if isinstance(n, ast.Name)}
 
 
-def reaching_value(name: str, use: ast.AST, ancestors: Sequence[ast.AST]) -> ast.expr | None:
+# What the last statement of a block that binds a name did: the `name = value` statement, or None for any
+# other binding (a branch, a loop, a tuple target).
+_Store = ast.Assign | None
+
+
+def _block_stores(ctx: FileContext, parent: ast.AST, field: str) -> dict[str, list[tuple[int, _Store]]]:
+    """For each name, the statements of `parent.<field>` that bind it, in order, with what they bound.
+
+    `with` bodies always run, so a `with` counts as the last binding in its body; its own `as` names are other
+    bindings. Built once per block, so that asking about a name before a statement is a bisect.
+    """
+    key = ("block-stores", id(parent), field)
+    if key in ctx.memo:
+        return ctx.memo[key]  # type: ignore[return-value]
+    found: dict[str, list[tuple[int, _Store]]] = {}
+    for index, statement in enumerate(getattr(parent, field)):
+        if isinstance(statement, (ast.With, ast.AsyncWith)):
+            own = stored_names(statement)
+            inner = {n: entries[-1][1] for n, entries in _block_stores(ctx, statement, "body").items() if n not in own}
+            effects: dict[str, _Store] = {**inner, **dict.fromkeys(own)}
+        else:
+            effects = dict.fromkeys({n for node in walk_same_scope([statement]) for n in stored_names(node)})
+            if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+                if isinstance(statement.targets[0], ast.Name):
+                    effects[statement.targets[0].id] = statement
+        for name, effect in effects.items():
+            found.setdefault(name, []).append((index, effect))
+    ctx.memo[key] = found
+    return found
+
+
+def _scope_stores(ctx: FileContext, scope: ast.AST) -> dict[str, tuple[list[int], list[ast.AST]]]:
+    """For each name, the nodes of the scope's own code that bind it, by line."""
+    key = ("scope-stores", id(scope))
+    if key not in ctx.memo:
+        found: dict[str, list[tuple[int, ast.AST]]] = {}
+        for node in walk_same_scope(getattr(scope, "body", [])):
+            if hasattr(node, "lineno"):
+                for name in stored_names(node):
+                    found.setdefault(name, []).append((node.lineno, node))  # type: ignore[attr-defined]
+        ctx.memo[key] = {
+            name: ([line for line, _ in entries], [node for _, node in entries])
+            for name, entries in ((n, sorted(e, key=lambda item: item[0])) for n, e in found.items())
+        }
+    return ctx.memo[key]  # type: ignore[return-value]
+
+
+def _rebound_between(ctx: FileContext, scope: ast.AST, name: str, statement: ast.Assign, before_line: int) -> bool:
+    lines, nodes = _scope_stores(ctx, scope).get(name, ([], []))
+    start = bisect.bisect_left(lines, statement.end_lineno or statement.lineno)
+    end = bisect.bisect_left(lines, before_line)
+    return any(node is not statement for node in nodes[start:end])
+
+
+def reaching_value(ctx: FileContext, name: str, use: ast.AST, ancestors: Sequence[ast.AST]) -> ast.expr | None:
     """The value of `name = value` when that statement surely ran just before `use`, else None.
 
     The assignment must be an earlier statement of a block that encloses the use (so no branch can
@@ -146,21 +179,17 @@ def reaching_value(name: str, use: ast.AST, ancestors: Sequence[ast.AST]) -> ast
     for index in range(len(chain) - 1, scope_start, -1):
         parent, child = chain[index - 1], chain[index]
         for field in ("body", "orelse", "finalbody"):
-            block = getattr(parent, field, None)
-            if not (isinstance(block, list) and child in block):
+            position = position_in_block(parent, field, child)
+            if position is None:
                 continue
-            decided, statement = _last_store(block[: block.index(child)], name)
-            if not decided:
+            stores = _block_stores(ctx, parent, field).get(name, [])
+            at = bisect.bisect_left(stores, position, key=lambda entry: entry[0])
+            if not at:
                 continue
+            statement = stores[at - 1][1]
             if statement is None:
                 return None
-            between = range(statement.end_lineno or statement.lineno, use_line)
-            rebound = any(
-                n is not statement and stores_name(n, name) and n.lineno in between
-                for n in walk_same_scope(getattr(scope, "body", []))
-                if hasattr(n, "lineno")
-            )
-            return None if rebound else statement.value
+            return None if _rebound_between(ctx, scope, name, statement, use_line) else statement.value
         if isinstance(parent, FUNCTIONS):
             break
     return None

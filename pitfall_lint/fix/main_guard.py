@@ -1,5 +1,6 @@
-"""PFL301: the top-level statements that start processes (and those that use what they bound) moved under
-`if __name__ == "__main__":`: into the file's existing guard if it has one, else a new one at the end."""
+"""PFL301: the top-level statements that may have an effect moved, in their order, under `if __name__ == "__main__":`
+(the file's existing guard, or a new one at the end); the rule's plan (pitfall_lint/analysis/top_level.py) names them
+and has shown that the move keeps what the program does."""
 
 from __future__ import annotations
 
@@ -10,24 +11,19 @@ import libcst as cst
 from pitfall_lint.diagnostic import Diagnostic
 from pitfall_lint.fix.base import Fixer, Located, Statement, under_if
 
-_MAIN_TESTS = frozenset({'__name__=="__main__"', '"__main__"==__name__'})
-
-
-def _is_main_guard(module: cst.Module, statement: Statement) -> bool:
-    if not isinstance(statement, cst.If) or statement.orelse is not None:
-        return False
-    return module.code_for_node(statement.test).replace(" ", "").replace("'", '"') in _MAIN_TESTS
-
 
 def _indented(statements: list[Statement]) -> list[Statement]:
-    """Blank lines that separated a statement at module level do not belong at the top of a block."""
-    if not statements:
-        return statements
-    first, *rest = statements
-    lines = list(first.leading_lines)
-    while lines and lines[0].comment is None:
-        lines.pop(0)
-    return [first.with_changes(leading_lines=lines), *rest]
+    """Blank lines that separated statements at module level: none at the top of the block, one at most inside it."""
+    indented = []
+    for index, statement in enumerate(statements):
+        lines: list[cst.EmptyLine] = []
+        for line in statement.leading_lines:
+            if line.comment is None and ((index == 0 and not lines) or (lines and lines[-1].comment is None)):
+                continue
+            blank = cst.EmptyLine(indent=False, newline=line.newline)
+            lines.append(line if line.comment is not None else blank)
+        indented.append(statement.with_changes(leading_lines=lines))
+    return indented
 
 
 def _keep_spacing(body: list[Statement], moved: list[Statement]) -> list[Statement]:
@@ -50,14 +46,16 @@ class MainGuard(Fixer):
 
     def rewrite(self, located: Located, diagnostics: Sequence[Diagnostic]) -> cst.Module:
         module = located.module
-        lines = {int(line) for d in diagnostics if d.fix is not None for line in d.fix["move"].split(",") if line}
+        plans = [d.fix for d in diagnostics if d.fix is not None]
+        lines = {int(line) for plan in plans for line in plan["move"].split(",") if line}
+        guard_line = next((int(plan["guard"]) for plan in plans if plan["guard"]), None)
         body = list(module.body)
         moved = [s for s in body if located.positions[s].start.line in lines]
-        if not moved:
-            return module
+        if len(moved) != len(lines):
+            return module  # a part of the plan alone would not keep the order: all of it or nothing
         staying = [s for s in body if s not in moved]
         kept = _keep_spacing(body, moved)
-        guard = next((s for s in staying if _is_main_guard(module, s)), None)
+        guard = next((s for s in staying if located.positions[s].start.line == guard_line), None)
         if guard is None:
             spacing = [cst.EmptyLine(), cst.EmptyLine()] if kept else []
             new_guard = under_if('__name__ == "__main__"', _indented(moved), leading_lines=spacing)

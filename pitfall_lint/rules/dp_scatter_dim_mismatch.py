@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import ast
+import bisect
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from pitfall_lint.analysis.modules import data_parallel_reach, is_module_class, wrapped_at
@@ -81,30 +82,24 @@ def _is_false(node: ast.expr | None) -> bool:
     )
 
 
-def _positions(assign: ast.Assign, target: str) -> list[int | None]:
-    """Where `target` is bound by the assignment: None for the whole value, i for element i of a tuple target."""
-    found: list[int | None] = []
+def _targets_by_spelling(assign: ast.Assign) -> Iterator[tuple[str, int | None]]:
+    """(spelling, position) for what the assignment binds: None for a whole target, i for element i of a tuple."""
     for t in assign.targets:
-        if ast.unparse(t) == target:
-            found.append(None)
-        elif isinstance(t, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in t.elts):
-            found += [i for i, e in enumerate(t.elts) if ast.unparse(e) == target]
+        yield ast.unparse(t), None
+        if isinstance(t, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in t.elts):
+            yield from ((ast.unparse(e), i) for i, e in enumerate(t.elts))
+
+
+def _assignments_by_spelling(assignments: Iterable[ast.Assign]) -> dict[str, list[tuple[ast.Assign, int | None]]]:
+    """Each assignment under the spellings it binds, with the tuple position (the last, when several)."""
+    found: dict[str, list[tuple[ast.Assign, int | None]]] = {}
+    for assign in assignments:
+        positions: dict[str, list[int | None]] = {}
+        for spelling, position in _targets_by_spelling(assign):
+            positions.setdefault(spelling, []).append(position)
+        for spelling, where in positions.items():
+            found.setdefault(spelling, []).extend((assign, position) for position in where)
     return found
-
-
-def _last_assignment(name: str, function: Function, before_line: int) -> tuple[ast.Assign, int | None] | None:
-    """The last assignment binding `name` in the function before the line, with the tuple position it binds."""
-    latest: tuple[ast.Assign, int | None] | None = None
-    for node in ast.walk(function):
-        if (
-            isinstance(node, ast.Assign)
-            and node.lineno < before_line
-            and (latest is None or node.lineno >= latest[0].lineno)
-        ):
-            positions = _positions(node, name)
-            if positions:
-                latest = (node, positions[-1])
-    return latest
 
 
 def _own_returns(function: Function) -> list[ast.Return]:
@@ -219,37 +214,67 @@ class DpScatterDimMismatch(Rule):
             return None
         if isinstance(expr, ast.Name):
             function = enclosing_function(ancestors)
-            local = _last_assignment(expr.id, function, line) if function is not None else None
+            local = self._last_assignment(expr.id, function, line) if function is not None else None
             if local is not None:
                 assign, position = local
                 return self._class_of(assign.value, ancestors, assign.lineno, depth + 1, position)
-        # Not set in this function (a parameter, an attribute, a module variable): every assignment of that
-        # exact target in the file, when they agree on one class.
-        target = ast.unparse(expr)
-        found = set()
-        for assign in self._assignments():
-            for position in _positions(assign, target):
+        return self._class_of_target(ast.unparse(expr), depth)
+
+    def _class_of_target(self, target: str, depth: int) -> ast.ClassDef | None:
+        """Not set in this function (a parameter, an attribute, a module variable): every assignment of that exact
+        target in the file, when they agree on one class."""
+        key = ("pfl103-class-of-target", target, depth)
+        if key not in self.ctx.memo:
+            found = set()
+            for assign, position in self._assignments().get(target, []):
                 cls = self._class_of(assign.value, ancestors_of(self.ctx, assign), assign.lineno, depth + 1, position)
                 if cls is not None:
                     found.add(cls.name)
-        return self._classes[found.pop()] if len(found) == 1 else None
+            self.ctx.memo[key] = self._classes[found.pop()] if len(found) == 1 else None
+        return self.ctx.memo[key]  # type: ignore[return-value]
+
+    def _last_assignment(self, name: str, function: Function, before_line: int) -> tuple[ast.Assign, int | None] | None:
+        """The last assignment binding `name` in the function (nested functions included) before the line, with
+        the tuple position it binds."""
+        key = ("pfl103-function-assignments", id(function))
+        if key not in self.ctx.memo:
+            every = _assignments_by_spelling(n for n in ast.walk(function) if isinstance(n, ast.Assign))
+            latest = {spelling: list(dict((id(a), (a, p)) for a, p in entries).values()) for spelling, entries in every.items()}
+            self.ctx.memo[key] = {spelling: sorted(entries, key=lambda e: e[0].lineno) for spelling, entries in latest.items()}
+        entries = self.ctx.memo[key].get(name, [])  # type: ignore[attr-defined]
+        at = bisect.bisect_left(entries, before_line, key=lambda entry: entry[0].lineno)
+        return entries[at - 1] if at else None
 
     def _returned_class(self, function_name: str, index: int | None, depth: int) -> ast.ClassDef | None:
         """The class a same-file top-level function returns (element `index` of the tuple it returns)."""
-        function = next((s for s in self.ctx.tree.body if isinstance(s, FUNCTIONS) and s.name == function_name), None)
-        if function is None:
-            return None
+        key = ("pfl103-returned-class", function_name, index, depth)
+        if key in self.ctx.memo:
+            return self.ctx.memo[key]  # type: ignore[return-value]
+        function = self._top_level_functions().get(function_name)
         found = set()
-        for node in _own_returns(function):
+        for node in _own_returns(function) if function is not None else []:
             if node.value is not None:
                 cls = self._class_of(node.value, [function], node.lineno, depth + 1, index)
                 found.add(cls.name if cls is not None else None)
-        return self._classes[found.pop()] if len(found) == 1 and None not in found else None
+        result = self._classes[found.pop()] if len(found) == 1 and None not in found else None
+        self.ctx.memo[key] = result
+        return result
 
-    def _assignments(self) -> list[ast.Assign]:
+    def _top_level_functions(self) -> dict[str, Function]:
+        """The module's functions by name, the first of each name."""
+        key = ("pfl103-top-level-functions",)
+        if key not in self.ctx.memo:
+            found: dict[str, Function] = {}
+            for statement in self.ctx.tree.body:
+                if isinstance(statement, FUNCTIONS):
+                    found.setdefault(statement.name, statement)
+            self.ctx.memo[key] = found
+        return self.ctx.memo[key]  # type: ignore[return-value]
+
+    def _assignments(self) -> dict[str, list[tuple[ast.Assign, int | None]]]:
         key = ("pfl103-assignments",)
         if key not in self.ctx.memo:
-            self.ctx.memo[key] = [n for n in ast.walk(self.ctx.tree) if isinstance(n, ast.Assign)]
+            self.ctx.memo[key] = _assignments_by_spelling(n for n in ast.walk(self.ctx.tree) if isinstance(n, ast.Assign))
         return self.ctx.memo[key]  # type: ignore[return-value]
 
     def _method_table(self, cls: ast.ClassDef, depth: int = 0) -> dict[str, Function]:
@@ -267,6 +292,12 @@ class DpScatterDimMismatch(Rule):
         (outermost first): `forward` and the methods it calls through `self`, of the wrapped class and, the same
         way, of the same-file submodules stored on it (`self.encoder = Encoder(...)`). A method called only from
         outside (`model.module.generate(...)`) does not run under DataParallel."""
+        key = ("pfl103-run-in-replicas", id(root))
+        if key not in self.ctx.memo:
+            self.ctx.memo[key] = self._replicated_methods(root)
+        return self.ctx.memo[key]  # type: ignore[return-value]
+
+    def _replicated_methods(self, root: ast.ClassDef) -> dict[int, tuple[Function, tuple[ast.ClassDef, ...]]]:
         found: dict[int, tuple[Function, tuple[ast.ClassDef, ...]]] = {}
         queue: list[tuple[ast.ClassDef, tuple[ast.ClassDef, ...]]] = [(root, ())]
         seen: set[str] = set()
@@ -323,26 +354,48 @@ class DpScatterDimMismatch(Rule):
 
     def _check_time_major_packs(self, wrapped: ast.ClassDef, where: str, related: tuple[Related, ...]) -> None:
         replicated = self._run_in_replicas(wrapped)
-        for call, ancestors in self._packs:
-            method = next((a for a in ancestors if isinstance(a, FUNCTIONS)), None)
-            cls = _enclosing_class(ancestors)
-            if method is None or cls is None or id(method) not in replicated:
-                continue
-            path = replicated[id(method)][1]
-            batch_first = _argument(call, _PACK_BATCH_FIRST_POSITION, "batch_first")
-            if not _is_false(batch_first) or any(k.arg is None for k in call.keywords):
-                continue
-            others = [m for m, _ in replicated.values() if m is not method]
-            if self._may_be_transposed(call, ancestors, method, path, others):
-                continue
-            via = f" (as a submodule of `{path[0].name}`)" if path else ""
-            self._report(
-                call,
-                f"`pack_padded_sequence` reads time-major input (`batch_first=False`) in `{cls.name}`, which runs under "
-                f"nn.DataParallel{via}{where}: DataParallel splits inputs along dim 0, here time, "
-                "so the lengths no longer match the batch; feed batch-first input with `batch_first=True`",
-                related,
-            )
+        swapping = sum(self._swaps_axes(m) for m, _ in replicated.values())
+        for method, path in replicated.values():
+            for call, ancestors in self._packs_in(method, outermost=True):
+                cls = _enclosing_class(ancestors)
+                if cls is None:
+                    continue
+                batch_first = _argument(call, _PACK_BATCH_FIRST_POSITION, "batch_first")
+                if not _is_false(batch_first) or any(k.arg is None for k in call.keywords):
+                    continue
+                others_swap = swapping - self._swaps_axes(method) > 0
+                if self._may_be_transposed(call, ancestors, method, path, others_swap):
+                    continue
+                via = f" (as a submodule of `{path[0].name}`)" if path else ""
+                self._report(
+                    call,
+                    f"`pack_padded_sequence` reads time-major input (`batch_first=False`) in `{cls.name}`, which runs "
+                    f"under nn.DataParallel{via}{where}: DataParallel splits inputs along dim 0, here "
+                    "time, so the lengths no longer match the batch; feed batch-first input with `batch_first=True`",
+                    related,
+                )
+
+    def _packs_in(self, function: Function, outermost: bool = False) -> list[tuple[ast.Call, tuple[ast.AST, ...]]]:
+        """The packing calls inside the function (with `outermost`, only those it is the outermost function of)."""
+        key = ("pfl103-packs-by-function",)
+        if key not in self.ctx.memo:
+            inside: dict[int, list[tuple[ast.Call, tuple[ast.AST, ...]]]] = {}
+            outer: dict[int, list[tuple[ast.Call, tuple[ast.AST, ...]]]] = {}
+            for call, ancestors in self._packs:
+                functions = [a for a in ancestors if isinstance(a, FUNCTIONS)]
+                for enclosing in dict.fromkeys(functions):
+                    inside.setdefault(id(enclosing), []).append((call, ancestors))
+                if functions:
+                    outer.setdefault(id(functions[0]), []).append((call, ancestors))
+            self.ctx.memo[key] = (inside, outer)
+        inside, outer = self.ctx.memo[key]  # type: ignore[misc]
+        return (outer if outermost else inside).get(id(function), [])
+
+    def _swaps_axes(self, node: ast.AST) -> bool:
+        key = ("pfl103-swaps-axes", id(node))
+        if key not in self.ctx.memo:
+            self.ctx.memo[key] = _swaps_axes(node)
+        return self.ctx.memo[key]  # type: ignore[return-value]
 
     def _may_be_transposed(
         self,
@@ -350,20 +403,20 @@ class DpScatterDimMismatch(Rule):
         ancestors: Sequence[ast.AST],
         method: Function,
         path: tuple[ast.ClassDef, ...],
-        other_methods: list[Function],
+        other_methods_swap: bool,
     ) -> bool:
         """Whether the module could have turned batch-first input into the time-major tensor it packs."""
-        if any(_swaps_axes(outer) for outer in path):  # a wrapping module reorders axes before calling this one
+        if any(self._swaps_axes(outer) for outer in path):  # a wrapping module reorders axes before calling this one
             return True
         # A helper method: whichever replicated method calls it may pass a transposed tensor.
-        if method.name != "forward" and any(_swaps_axes(m) for m in other_methods):
+        if method.name != "forward" and other_methods_swap:
             return True
         function = enclosing_function(ancestors)
         packed = _argument(call, 0, "input")
         return packed is not None and self._derives_from_swap(packed, function, call.lineno, 0)
 
     def _derives_from_swap(self, expr: ast.AST, function: Function | None, line: int, depth: int) -> bool:
-        if _swaps_axes(expr):
+        if self._swaps_axes(expr):
             return True
         if depth >= _MAX_DEPTH:
             return False
@@ -433,9 +486,7 @@ class DpScatterDimMismatch(Rule):
 
     def _packs_with_lengths(self, forward: Function, parameter: str) -> bool:
         """Whether forward packs with this parameter as the lengths, directly or through local variables."""
-        for call, ancestors in self._packs:
-            if forward not in ancestors:
-                continue
+        for call, _ in self._packs_in(forward):
             lengths = _argument(call, _PACK_LENGTHS_POSITION, "lengths")
             if lengths is not None and self._mentions_through_locals(lengths, parameter, forward, call.lineno, 0):
                 return True
@@ -493,13 +544,7 @@ class DpScatterDimMismatch(Rule):
         spelled = ast.unparse(target)
         scope = enclosing_function(ancestors)
         sites = []
-        for node in ast.walk(self.ctx.tree):
-            if not (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, (ast.Name, ast.Attribute))
-                and ast.unparse(node.func) == spelled
-            ):
-                continue
+        for node in self._calls_by_spelling().get(spelled, []):
             site_ancestors = tuple(ancestors_of(self.ctx, node))
             if isinstance(target, ast.Name) and (
                 enclosing_function(site_ancestors) is not scope or node.lineno <= call.lineno
@@ -511,6 +556,17 @@ class DpScatterDimMismatch(Rule):
                 continue  # `self.model` of another class is another model
             sites.append((node, site_ancestors, list(node.args)))
         return sites
+
+    def _calls_by_spelling(self) -> dict[str, list[ast.Call]]:
+        """The file's calls of a name or an attribute chain, by its spelling (`model`, `self.model`)."""
+        key = ("pfl103-calls-by-spelling",)
+        if key not in self.ctx.memo:
+            found: dict[str, list[ast.Call]] = {}
+            for node in ast.walk(self.ctx.tree):
+                if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
+                    found.setdefault(ast.unparse(node.func), []).append(node)
+            self.ctx.memo[key] = found
+        return self.ctx.memo[key]  # type: ignore[return-value]
 
     def _report(self, node: ast.AST, message: str, related: tuple[Related, ...] = ()) -> None:
         if id(node) not in self._reported:

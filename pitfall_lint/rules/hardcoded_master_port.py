@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-from pitfall_lint.analysis.scopes import Function, enclosing_function, local_value
+from pitfall_lint.analysis.processes import launches_or_builds_processes
+from pitfall_lint.analysis.scopes import Function, enclosing_function, local_value, module_assignments
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import Rule
@@ -20,13 +21,22 @@ _ADVICE = "launch with `torchrun --standalone` (it picks a free port) or find a 
 
 
 def _literal_port(node: ast.AST) -> ast.Constant | None:
-    """A port written as a literal: `"12355"`, `12355`, `str(12355)`; port 0 means "any free port"."""
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("str", "int"):
-        return _literal_port(node.args[0]) if len(node.args) == 1 and not node.keywords else None
+    """A port written as a literal, `"12355"` or `12355`; port 0 means "any free port"."""
     if not isinstance(node, ast.Constant) or isinstance(node.value, bool):
         return None
     text = str(node.value).strip() if isinstance(node.value, (str, int)) else ""
     return node if text.isdigit() and int(text) != 0 else None
+
+
+def _converted(node: ast.AST) -> ast.AST | None:
+    """What `str(x)`, `int(x)` and `f"{x}"` convert: they keep a port a port."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("str", "int"):
+        return node.args[0] if len(node.args) == 1 and not node.keywords else None
+    if isinstance(node, ast.JoinedStr) and len(node.values) == 1:
+        return _converted(node.values[0])
+    if isinstance(node, ast.FormattedValue) and node.format_spec is None:
+        return node.value
+    return None
 
 
 def _string_parts(node: ast.AST, top: bool = True) -> list[ast.AST] | None:
@@ -44,17 +54,6 @@ def _string_parts(node: ast.AST, top: bool = True) -> list[ast.AST] | None:
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and isinstance(node.left, ast.Constant):
         return _string_parts(node.left, top)
     return None if top else [node]
-
-
-def _has_literal_tcp_port(node: ast.AST) -> bool:
-    """`"tcp://10.0.0.1:23456"`, `f"tcp://{host}:23456"`: the port is text, not a placeholder."""
-    parts = _string_parts(node)
-    if not parts:
-        return False
-    # A placeholder cannot hold ':' or digits here, so only a port written as literal digits matches.
-    text = "".join(p.value if isinstance(p, ast.Constant) and isinstance(p.value, str) else "{}" for p in parts)
-    match = _TCP_URL.match(text)
-    return match is not None and int(match["port"]) != 0
 
 
 def _parameters(function: Function) -> set[str]:
@@ -83,6 +82,10 @@ class HardcodedMasterPort(Rule):
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._reported: set[int] = set()
+        # Defaults (`setdefault`, `if "MASTER_PORT" not in os.environ:`) are the port only where nothing else sets
+        # the variable: in a file that starts its workers itself.
+        self._defaults: list[ast.Constant] = []
+        self._starts_workers = False
 
     def visit(self, node: ast.AST) -> None:
         if isinstance(node, ast.Assign):
@@ -109,12 +112,13 @@ class HardcodedMasterPort(Rule):
 
     def _visit_call(self, node: ast.Call) -> None:
         function = self.ctx.qualified_name(node.func) or ""
-        if function in ("os.environ.update", "os.putenv"):
+        self._starts_workers = self._starts_workers or launches_or_builds_processes(self.ctx, node)
+        if function in ("os.environ.update", "os.putenv", "os.environ.setdefault"):
             self._check_environment_call(node, function)
         elif function.startswith("torch.") and function.rpartition(".")[2] == "TCPStore":
             port = node.args[_STORE_PORT_POSITION] if len(node.args) > _STORE_PORT_POSITION else None
             port = next((k.value for k in node.keywords if k.arg == "port"), port)
-            literal = _literal_port(port) if port is not None else None
+            literal = self._port_literal(port) if port is not None else None
             if literal is not None:
                 self._report(
                     literal, f"`TCPStore` on the fixed port {literal.value}: {_ADVICE} (`port=0` on the master store)"
@@ -130,9 +134,9 @@ class HardcodedMasterPort(Rule):
             self._check_init_method(init_method)
 
     def _check_environment_call(self, node: ast.Call, function: str) -> None:
-        if function == "os.putenv":
+        if function in ("os.putenv", "os.environ.setdefault"):
             if len(node.args) == 2 and isinstance(node.args[0], ast.Constant) and node.args[0].value == _PORT_VARIABLE:
-                self._check_environment_port(node.args[1])
+                self._check_environment_port(node.args[1], default=function == "os.environ.setdefault")
             return
         values = [k.value for k in node.keywords if k.arg == _PORT_VARIABLE]
         for argument in node.args:
@@ -145,41 +149,80 @@ class HardcodedMasterPort(Rule):
         for value in values:
             self._check_environment_port(value)
 
-    def _check_environment_port(self, value: ast.expr) -> None:
-        if self._is_conditional_default():
+    def _check_environment_port(self, value: ast.expr, default: bool = False) -> None:
+        literal = self._port_literal(value)
+        if literal is None:
             return
-        literal = self._resolve(value, _literal_port)
-        if literal is not None:
+        if default or self._is_conditional_default():
+            self._defaults.append(literal)
+        else:
             self._report(literal, f"`MASTER_PORT` set to the fixed port {literal.value!r}: {_ADVICE}")
 
+    def finish(self) -> None:
+        if not self._starts_workers:
+            return  # a launcher (torchrun) sets MASTER_PORT, or whoever runs the file can: the default is a default
+        for literal in self._defaults:
+            self._report(
+                literal,
+                f"`MASTER_PORT` defaults to the fixed port {literal.value!r}, and this file starts its workers itself, "
+                f"so nothing sets the variable before it: {_ADVICE}",
+            )
+
     def _check_init_method(self, value: ast.expr) -> None:
-        found = self._resolve(value, lambda n: n if _has_literal_tcp_port(n) else None)
+        if isinstance(value, ast.Name):
+            assigned = self._assigned(value)
+            found = self._url_port(assigned) if assigned is not None else None
+        else:
+            found = self._url_port(value)
         if found is not None:
             self._report(
                 found, f"`init_method` names a fixed port (`{ast.unparse(found)}`): {_ADVICE}, or use `env://`"
             )
 
-    def _resolve(self, value: ast.expr, test: Callable[[ast.AST], ast.AST | None]) -> ast.AST | None:
-        """The literal itself, or the literal a plain variable was last assigned in this function or module."""
-        found = test(value)
-        if found is not None or not isinstance(value, ast.Name):
-            return found
+    def _url_port(self, url: ast.AST) -> ast.AST | None:
+        """`"tcp://10.0.0.1:23456"`, `f"tcp://{host}:23456"`, `f"tcp://{host}:{PORT}"` with a literal PORT: the URL,
+        or the literal that fills its port."""
+        parts = _string_parts(url)
+        if not parts:
+            return None
+        text, filled = "", []
+        for part in parts:
+            if isinstance(part, ast.Constant) and isinstance(part.value, str):
+                text += part.value
+                continue
+            literal = self._port_literal(part)
+            if literal is None:
+                text += "{}"  # a placeholder holds neither ':' nor digits here, so only a literal port matches
+            else:
+                filled.append((len(text), literal))
+                text += str(literal.value).strip()
+        match = _TCP_URL.match(text)
+        if match is None or int(match["port"]) == 0:
+            return None
+        return next((literal for at, literal in filled if at == match.start("port")), url)
+
+    def _port_literal(self, value: ast.AST, followed: bool = False) -> ast.Constant | None:
+        """The literal port a value is: the literal itself, converted (`str(12355)`, `f"{PORT}"`), or the literal a
+        plain variable was last assigned in this function or module (followed one step)."""
+        converted = _converted(value)
+        if converted is not None:
+            return self._port_literal(converted, followed)
+        if isinstance(value, ast.Name) and not followed:
+            assigned = self._assigned(value)
+            return self._port_literal(assigned, followed=True) if assigned is not None else None
+        return _literal_port(value)
+
+    def _assigned(self, name: ast.Name) -> ast.AST | None:
         function = enclosing_function(self.ctx.ancestors)
-        if function is not None and value.id in _parameters(function):
+        if function is not None and name.id in _parameters(function):
             return None  # a parameter's default is the caller's to override
-        assigned = local_value(value.id, function, value.lineno)
-        if assigned is None:
-            assigned = self._module_constant(value.id)
-        return test(assigned) if assigned is not None else None
+        assigned = local_value(name.id, function, name.lineno)
+        return assigned if assigned is not None else self._module_constant(name.id)
 
     def _module_constant(self, name: str) -> ast.AST | None:
         """A module-level variable assigned exactly once (`PORT = "12355"`)."""
-        values = [
-            s.value
-            for s in self.ctx.tree.body
-            if isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in s.targets)
-        ]
-        return values[0] if len(values) == 1 else None
+        assignments = module_assignments(self.ctx.tree).get(name, [])
+        return assignments[0].value if len(assignments) == 1 else None
 
     def _is_conditional_default(self) -> bool:
         """`if "MASTER_PORT" not in os.environ:` (or any test reading it): a default the launcher can override."""

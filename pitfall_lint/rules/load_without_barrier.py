@@ -7,7 +7,7 @@ import ast
 from pitfall_lint.analysis.distributed import DISTRIBUTED_TRIGGERS, sets_up_distributed
 from pitfall_lint.analysis.buffers import is_in_memory_buffer
 from pitfall_lint.analysis.ranks import is_rank_test, is_restricted_to_one_rank
-from pitfall_lint.analysis.scopes import enclosing_function
+from pitfall_lint.analysis.scopes import enclosing_function, position_in_block
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import Rule
@@ -77,8 +77,9 @@ class LoadWithoutBarrier(Rule):
         if not is_restricted_to_one_rank(self.ctx, load, ancestors):
             return True
         guards = [a for a in save_ancestors if isinstance(a, ast.If) and is_rank_test(self.ctx, a.test, save_ancestors)]
-        return any(guard in ancestors and _inside(load, guard.orelse) for guard in guards)
-
-
-def _inside(node: ast.AST, block: list[ast.stmt]) -> bool:
-    return any(node is inner for statement in block for inner in ast.walk(statement))
+        chain = [*ancestors, load]
+        return any(
+            position_in_block(guard, "orelse", chain[chain.index(guard) + 1]) is not None
+            for guard in guards
+            if guard in ancestors
+        )

@@ -7,7 +7,7 @@ import ast
 from pitfall_lint.analysis.buffers import is_in_memory_buffer
 from pitfall_lint.analysis.distributed import DISTRIBUTED_TRIGGERS, sets_up_distributed
 from pitfall_lint.analysis.ranks import is_restricted_to_one_rank
-from pitfall_lint.analysis.scopes import enclosing_function, names_bound_before
+from pitfall_lint.analysis.scopes import bindings, enclosing_function
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import Rule
@@ -62,9 +62,9 @@ class LoadWithoutMapLocation(Rule):
 
     def _local_device(self, call: ast.Call, ancestors: list[ast.AST]) -> str | None:
         """A variable holding this rank's device (`device = torch.device(f"cuda:{rank}")`, a `device` parameter)."""
-        bound = names_bound_before(enclosing_function(ancestors), self.ctx.tree, call.lineno)
-        for name, value in reversed(bound.items()):
+
+        def holds_device(name: str, value: ast.AST | None) -> bool:
             builds_device = isinstance(value, ast.Call) and self.ctx.qualified_name(value.func, ancestors) == "torch.device"
-            if builds_device or name == "device" or name.endswith("_device"):
-                return name
-        return None
+            return builds_device or name == "device" or name.endswith("_device")
+
+        return bindings(enclosing_function(ancestors), self.ctx.tree).last_bound_where(call.lineno, "device", holds_device)

@@ -18,7 +18,7 @@ from pitfall_lint.analysis.samplers import (
     says_training,
     uses_loader_framework,
 )
-from pitfall_lint.analysis.scopes import FUNCTIONS, enclosing_function, local_value, preceded_by
+from pitfall_lint.analysis.scopes import FUNCTIONS, enclosing_function, local_value, module_assignments, preceded_by
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import Rule
@@ -227,14 +227,14 @@ class MissingDistributedSampler(Rule):
         return self.ctx.memo[key]  # type: ignore[return-value]
 
     def _file_has_streaming_datasets(self) -> bool:
-        if self._iterable_dataset_classes():
-            return True
-        for node in ast.walk(self.ctx.tree):
-            if isinstance(node, ast.Import) and any(a.name.startswith(_STREAMING_MODULES) for a in node.names):
-                return True
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(_STREAMING_MODULES):
-                return True
-        return False
+        key = ("file-has-streaming-datasets",)
+        if key not in self.ctx.memo:
+            self.ctx.memo[key] = bool(self._iterable_dataset_classes()) or any(
+                (isinstance(node, ast.Import) and any(a.name.startswith(_STREAMING_MODULES) for a in node.names))
+                or (isinstance(node, ast.ImportFrom) and (node.module or "").startswith(_STREAMING_MODULES))
+                for node in ast.walk(self.ctx.tree)
+            )
+        return self.ctx.memo[key]  # type: ignore[return-value]
 
     def _single_process_branch(self, call: ast.Call, ancestors: Sequence[ast.AST]) -> bool:
         """`if args.distributed: ... else: DataLoader(..., shuffle=True)`, or after `if distributed: return ...`."""
@@ -262,8 +262,5 @@ def _is_parameter(function: ast.AST, name: str) -> bool:
 
 
 def _module_value(tree: ast.Module, name: str) -> ast.AST | None:
-    value = None
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-            value = node.value
-    return value
+    assignments = module_assignments(tree).get(name)
+    return assignments[-1].value if assignments else None

@@ -3,25 +3,15 @@
 from __future__ import annotations
 
 import ast
+import bisect
 from dataclasses import dataclass, field
 
+from pitfall_lint.analysis.processes import LAUNCHERS, PROCESS_CLASSES, process_call_name
 from pitfall_lint.analysis.scopes import FUNCTIONS, is_main_guard
+from pitfall_lint.analysis.top_level import plan_main_guard
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import Rule
-
-_LAUNCHERS = frozenset(
-    {
-        "torch.multiprocessing.spawn",
-        "torch.multiprocessing.start_processes",
-        "multiprocessing.Pool",
-        "multiprocessing.pool.Pool",
-        "torch.multiprocessing.Pool",
-        "torch_xla.distributed.xla_multiprocessing.spawn",
-    }
-)
-_PROCESS_CLASSES = frozenset({"multiprocessing.Process", "torch.multiprocessing.Process"})
-_CONTEXT_FACTORIES = frozenset({"multiprocessing.get_context", "torch.multiprocessing.get_context"})
 
 
 @dataclass
@@ -70,14 +60,10 @@ class MissingMainGuard(Rule):
 
     def _record(self, call: ast.Call, scope: _Scope, marker: ast.AST) -> None:
         func = call.func
-        name = self.ctx.qualified_name(func)
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call):
-            # multiprocessing.get_context("spawn").Process(...) and .Pool(...)
-            if self.ctx.qualified_name(func.value.func) in _CONTEXT_FACTORIES:
-                name = f"multiprocessing.{func.attr}"
-        if name in _LAUNCHERS:
+        name = process_call_name(self.ctx, call)
+        if name in LAUNCHERS:
             scope.launches.append((marker, name))
-        elif name in _PROCESS_CLASSES:
+        elif name in PROCESS_CLASSES:
             scope.builds_process = True
         elif isinstance(func, ast.Attribute) and func.attr == "start" and not call.args:
             scope.process_starts.append(marker)
@@ -119,7 +105,9 @@ class MissingMainGuard(Rule):
         culprits = self._direct_starts(self._module) + [
             (marker, f"{callee}() -> {starting[callee]}") for marker, callee in self._module.calls if callee in starting
         ]
-        plan = {"move": ",".join(str(s.lineno) for s in self._statements_to_move([marker for marker, _ in culprits]))}
+        if not culprits:
+            return
+        plan = plan_main_guard(self.ctx, self._top_level_indices([marker for marker, _ in culprits]))
         reported: set[int] = set()
         for statement, how in culprits:
             if id(statement) in reported:
@@ -132,29 +120,13 @@ class MissingMainGuard(Rule):
                 fix=plan,
             )
 
-    def _statements_to_move(self, markers: list[ast.AST]) -> list[ast.stmt]:
-        """The top-level statements that start processes, and the later ones that use what those bound.
-
-        Definitions and imports stay at module level: the children import them.
-        """
-        lines = {marker.lineno for marker in markers}  # type: ignore[attr-defined]
-        moved: list[ast.stmt] = []
-        bound: set[str] = set()
-        for statement in self.ctx.tree.body:
-            end = statement.end_lineno or statement.lineno
-            starts = any(statement.lineno <= line <= end for line in lines)
-            stays = isinstance(statement, (*FUNCTIONS, ast.ClassDef, ast.Import, ast.ImportFrom)) or (
-                isinstance(statement, ast.If) and is_main_guard(statement.test)
-            )
-            if starts or (moved and not stays and _reads_any(statement, bound)):
-                moved.append(statement)
-                bound |= _stored_names(statement)
-        return moved
-
-
-def _stored_names(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-
-
-def _reads_any(node: ast.AST, names: set[str]) -> bool:
-    return any(isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in names for n in ast.walk(node))
+    def _top_level_indices(self, markers: list[ast.AST]) -> set[int]:
+        """The top-level statements that hold these nodes."""
+        body = self.ctx.tree.body
+        starts = [s.lineno for s in body]
+        found = set()
+        for marker in markers:
+            index = bisect.bisect_right(starts, marker.lineno) - 1  # type: ignore[attr-defined]
+            if index >= 0:
+                found.add(index)
+        return found

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import bisect
 import builtins
 
 from pitfall_lint.analysis.ranks import ancestors_of
@@ -25,7 +26,7 @@ from pitfall_lint.analysis.samplers import (
     target_refs,
     uses_loader_framework,
 )
-from pitfall_lint.analysis.scopes import FUNCTIONS, enclosing_function, local_value, names_bound_before
+from pitfall_lint.analysis.scopes import FUNCTIONS, bindings, enclosing_function, local_value
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import Rule
@@ -33,8 +34,8 @@ from pitfall_lint.rules.base import Rule
 _BUILTINS = frozenset(dir(builtins))
 
 
-def _within(node: ast.AST, tree: ast.AST) -> bool:
-    return any(child is node for child in ast.walk(tree))
+def _within(ctx: FileContext, node: ast.AST, tree: ast.AST) -> bool:
+    return node is tree or any(ancestor is tree for ancestor in ancestors_of(ctx, node))
 
 
 def _is_builtin(call: ast.Call) -> bool:
@@ -115,7 +116,7 @@ class MissingSetEpoch(Rule):
     def _reachable_from(self, loop: Loop, spelling: str) -> bool:
         """Whether the spelling's first name is bound where the loop runs (`self`, a parameter, an assignment)."""
         function = enclosing_function(ancestors_of(self.ctx, loop))
-        return spelling.partition(".")[0] in names_bound_before(function, self.ctx.tree, loop.lineno)
+        return bindings(function, self.ctx.tree).is_bound_before(spelling.partition(".")[0], loop.lineno)
 
     def _for_evaluation(self, sampler: ast.Call) -> bool:
         """Evaluation data (`val_sampler = ...`, `DistributedSampler(test_set)`): its order does not matter."""
@@ -146,9 +147,9 @@ class MissingSetEpoch(Rule):
             if site is None or self._evaluates(use) or self._inside_a_wrapper(use):
                 continue
             for loop in enclosing_loops(self.ctx, site):
-                if _within(sampler, loop) and seed is not None and not isinstance(seed, ast.Constant):
+                if _within(self.ctx, sampler, loop) and seed is not None and not isinstance(seed, ast.Constant):
                     continue  # rebuilt every epoch with a new seed
-                if _within(sampler, loop) and self._data_made_in(loop, sampler):
+                if _within(self.ctx, sampler, loop) and self._data_made_in(loop, sampler):
                     continue  # a new dataset each time round: the loop walks datasets, not epochs of one
                 if not self._sets_epoch(loop, flow):
                     return loop, use, is_loader
@@ -170,7 +171,7 @@ class MissingSetEpoch(Rule):
         holder = _direct_holder(self.ctx, sampler)
         if holder is not None and (holder.attribute or holder.scope is _scope_of(self.ctx, loop)):
             latest = None if holder.attribute else self._latest_value(holder, loop.lineno)
-            if latest is not None and not _within(sampler, latest):
+            if latest is not None and not _within(self.ctx, sampler, latest):
                 return f"{holder.spelling}.sampler"  # rebound to a wrapper: `sampler = BatchSampler(sampler, ...)`
             return holder.spelling
         if not is_loader:  # a sampler built on it, such as a BatchSampler
@@ -181,19 +182,20 @@ class MissingSetEpoch(Rule):
         return f"{ast.unparse(use)}.sampler" if by_sampler else f"{ast.unparse(use)}.batch_sampler.sampler"
 
     def _latest_value(self, holder: Ref, before_line: int) -> ast.AST | None:
-        """The last value assigned to a name before a line, in its function or at module level."""
+        """The last value assigned to a name before a line, in its function or at module level (outside functions)."""
         if isinstance(holder.scope, FUNCTIONS):
             return local_value(holder.key, holder.scope, before_line)
-        value, latest = None, 0
-        for node in ast.walk(holder.scope):
-            if (
-                isinstance(node, ast.Assign)
-                and latest <= node.lineno < before_line
-                and any(isinstance(t, ast.Name) and t.id == holder.key for t in node.targets)
-                and enclosing_function(ancestors_of(self.ctx, node)) is None
-            ):
-                value, latest = node.value, node.lineno
-        return value
+        key = ("pfl402-module-level-assignments",)
+        if key not in self.ctx.memo:
+            found: dict[str, list[tuple[int, ast.AST]]] = {}
+            for node in ast.walk(self.ctx.tree):
+                if isinstance(node, ast.Assign) and enclosing_function(ancestors_of(self.ctx, node)) is None:
+                    for name in dict.fromkeys(t.id for t in node.targets if isinstance(t, ast.Name)):
+                        found.setdefault(name, []).append((node.lineno, node.value))
+            self.ctx.memo[key] = {name: sorted(entries, key=lambda e: e[0]) for name, entries in found.items()}
+        entries = self.ctx.memo[key].get(holder.key, [])  # type: ignore[attr-defined]
+        at = bisect.bisect_left(entries, before_line, key=lambda entry: entry[0])
+        return entries[at - 1][1] if at else None
 
     def _sets_epoch(self, loop: ast.AST, flow: Flow) -> bool:
         """A set_epoch call in the loop or its same-file helpers, or the sampler handed to code we cannot see."""

@@ -6,6 +6,7 @@ import ast
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from pitfall_lint.analysis.scopes import position_in_block
 from pitfall_lint.analysis.training import (
     LOOPS,
     SELF_ZEROING_ENGINES,
@@ -91,7 +92,7 @@ class MissingZeroGrad(Rule):
         loops = [
             i
             for i in range(start, len(ancestors))
-            if isinstance(ancestors[i], LOOPS) and chain[i + 1] in ancestors[i].body  # type: ignore[attr-defined]
+            if isinstance(ancestors[i], LOOPS) and position_in_block(ancestors[i], "body", chain[i + 1]) is not None
         ]
         if not loops:
             return
@@ -169,7 +170,7 @@ class MissingZeroGrad(Rule):
         if dotted(expr) in optimizer_variables(self.ctx, ancestors):
             return True
         if isinstance(expr, ast.Name):
-            value = reaching_value(expr.id, expr, ancestors)
+            value = reaching_value(self.ctx, expr.id, expr, ancestors)
             call = value.value if isinstance(value, ast.Subscript) else value  # `deepspeed.initialize(...)[0]`
             built_by = self.ctx.qualified_name(call.func, ancestors) if isinstance(call, ast.Call) else None
             if built_by in SELF_ZEROING_ENGINES:

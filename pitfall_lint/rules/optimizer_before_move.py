@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import ast
+import bisect
+import heapq
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
-from pitfall_lint.analysis.scopes import enclosing_function
+from pitfall_lint.analysis.scopes import assigned_before, enclosing_function
 from pitfall_lint.analysis.training import dotted, is_optimizer_class, walk_same_scope
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
@@ -45,6 +48,21 @@ class _Move:
     scope: ast.AST | None
 
 
+@dataclass
+class _ScopeIndex:
+    """What one function (or the module's own code) does to models, looked up by name instead of walked per query."""
+
+    moves: dict[str, list[_Move]] = field(default_factory=dict)  # by the receiver's first name, in source order
+    receivers: dict[str, set[str]] = field(default_factory=dict)  # the moved receivers, by first name
+    # Assignments by the first name of their dotted targets, with the target, in source order.
+    assignments: dict[str, list[tuple[str, ast.Assign]]] = field(default_factory=dict)
+    placements: list[ast.Call] = field(default_factory=list)  # framework calls that place a model, in source order
+
+
+def _root(dotted_name: str) -> str:
+    return dotted_name.partition(".")[0]
+
+
 def _related(moved: str, owner: str) -> bool:
     """`model.cuda()` moves `model.encoder`'s parameters; `model.encoder.cuda()` moves some of `model`'s."""
     return moved == owner or owner.startswith(moved + ".") or moved.startswith(owner + ".")
@@ -73,9 +91,9 @@ def _exclusive(
 def _branch(statement: ast.AST, node: ast.AST, chain: Sequence[ast.AST]) -> str | None:
     path = [*chain, node]
     child = path[path.index(statement) + 1] if statement in path[:-1] else None
-    for field in ("body", "orelse", "handlers", "finalbody"):
-        if child in getattr(statement, field, []):
-            return field
+    for block in ("body", "orelse", "handlers", "finalbody"):
+        if child in getattr(statement, block, []):
+            return block
     return None
 
 
@@ -174,14 +192,8 @@ class OptimizerBeforeMove(Rule):
         return owners
 
     def _assigned_values(self, name: str, scope: ast.AST | None, before: int) -> list[ast.expr]:
-        latest = [
-            n
-            for n in walk_same_scope(self._scope_body(scope))
-            if isinstance(n, ast.Assign)
-            and n.lineno < before
-            and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
-        ]
-        return [max(latest, key=lambda n: n.lineno).value] if latest else []
+        value = assigned_before(scope if scope is not None else self.ctx.tree, name, before)
+        return [value] if isinstance(value, ast.expr) else []
 
     def finish(self) -> None:
         for optimizer in self._optimizers:
@@ -213,6 +225,44 @@ class OptimizerBeforeMove(Rule):
                     "the overwrite flag break it; build it after the move",
                 )
 
+    def _index(self, scope: ast.AST | None) -> _ScopeIndex:
+        key = ("pfl501-scope-index", id(scope))
+        if key not in self.ctx.memo:
+            index = _ScopeIndex()
+            for move in self._moves_by_scope().get(id(scope), []):
+                index.moves.setdefault(_root(move.receiver), []).append(move)
+                index.receivers.setdefault(_root(move.receiver), set()).add(move.receiver)
+            body = scope.body if scope is not None else self.ctx.tree.body  # type: ignore[attr-defined]
+            for node in walk_same_scope(body):
+                if isinstance(node, ast.Assign):
+                    for target in dict.fromkeys(filter(None, (dotted(t) for t in node.targets))):
+                        index.assignments.setdefault(_root(target), []).append((target, node))
+                elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                    if node.func.attr in _FRAMEWORK_PLACEMENT:
+                        index.placements.append(node)
+            for assignments in index.assignments.values():
+                assignments.sort(key=lambda entry: entry[1].lineno)
+            index.placements.sort(key=lambda n: n.lineno)
+            self.ctx.memo[key] = index
+        return self.ctx.memo[key]  # type: ignore[return-value]
+
+    def _moves_by_scope(self) -> dict[int, list[_Move]]:
+        key = ("pfl501-moves-by-scope",)
+        if key not in self.ctx.memo:
+            grouped: dict[int, list[_Move]] = {}
+            for move in sorted(self._moves, key=lambda m: (m.call.lineno, m.call.col_offset)):
+                grouped.setdefault(id(move.scope), []).append(move)
+            self.ctx.memo[key] = grouped
+        return self.ctx.memo[key]  # type: ignore[return-value]
+
+    def _assignments_related_to(self, scope: ast.AST | None, receiver: str) -> list[ast.Assign]:
+        """Assignments to the receiver or to a name related to it (`model`, `model.encoder`), by line."""
+        key = ("pfl501-related-assignments", id(scope), receiver)
+        if key not in self.ctx.memo:
+            group = self._index(scope).assignments.get(_root(receiver), [])
+            self.ctx.memo[key] = list(dict.fromkeys(node for target, node in group if _related(target, receiver)))
+        return self.ctx.memo[key]  # type: ignore[return-value]
+
     def _first_move_after(self, optimizer: _Optimizer) -> _Move | None:
         """The move that first places the model after the optimizer was built, if any.
 
@@ -221,8 +271,30 @@ class OptimizerBeforeMove(Rule):
         follows is the framework's business. Dtype casts move nothing and are skipped (unless overwriting).
         """
         placed_at = self._framework_placement(optimizer)
-        for move in sorted(self._moves, key=lambda m: (m.call.lineno, m.call.col_offset)):
-            if not self._moved_after(optimizer, move):
+        moves = self._index(optimizer.scope).moves
+        start = (optimizer.call.end_lineno or 0, optimizer.call.end_col_offset or 0)
+        position = lambda m: (m.call.lineno, m.call.col_offset)  # noqa: E731
+        later = []
+        for root in {_root(owner) for owner in optimizer.models}:
+            group = moves.get(root, [])
+            later.append(map(group.__getitem__, range(bisect.bisect_left(group, start, key=position), len(group))))
+        receivers = self._index(optimizer.scope).receivers
+        related = {
+            r
+            for root in {_root(o) for o in optimizer.models}
+            for r in receivers.get(root, ())
+            if any(_related(r, owner) for owner in optimizer.models)
+        }
+        done: set[str] = set()  # receivers already placed when the optimizer was built, or rebound since
+        for move in heapq.merge(*later, key=position):
+            if move.receiver in done or move.receiver not in related:
+                continue
+            if _exclusive(optimizer.call, move.call, optimizer.ancestors, move.ancestors):
+                continue
+            if self._placed_before(move.receiver, optimizer) or self._rebound_between(move.receiver, optimizer, move):
+                done.add(move.receiver)  # so is every later move of it
+                if done >= related:
+                    return None
                 continue
             if placed_at is not None and move.call.lineno >= placed_at:
                 return None
@@ -233,50 +305,39 @@ class OptimizerBeforeMove(Rule):
         return None
 
     def _framework_placement(self, optimizer: _Optimizer) -> int | None:
-        lines = [
-            node.lineno
-            for node in walk_same_scope(self._scope_body(optimizer.scope))
-            if isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr in _FRAMEWORK_PLACEMENT
-            and node.lineno > optimizer.call.lineno
-            and any(
-                (name := dotted(a)) is not None and any(_related(name, o) for o in optimizer.models)
-                for a in [*node.args, *(k.value for k in node.keywords)]
-            )
-        ]
-        return min(lines, default=None)
-
-    def _moved_after(self, optimizer: _Optimizer, move: _Move) -> bool:
-        if move.scope is not optimizer.scope:
-            return False
-        if not any(_related(move.receiver, owner) for owner in optimizer.models):
-            return False
-        start = (optimizer.call.end_lineno or 0, optimizer.call.end_col_offset or 0)
-        if (move.call.lineno, move.call.col_offset) < start:
-            return False
-        if _exclusive(optimizer.call, move.call, optimizer.ancestors, move.ancestors):
-            return False
-        if self._placed_before(move.receiver, optimizer):
-            return False
-        return not self._rebound_between(move.receiver, optimizer, move)
+        placements = self._index(optimizer.scope).placements
+        first = bisect.bisect_right(placements, optimizer.call.lineno, key=lambda n: n.lineno)
+        return next(
+            (
+                node.lineno
+                for node in placements[first:]
+                if any(
+                    (name := dotted(a)) is not None and any(_related(name, o) for o in optimizer.models)
+                    for a in [*node.args, *(k.value for k in node.keywords)]
+                )
+            ),
+            None,
+        )
 
     def _placed_before(self, receiver: str, optimizer: _Optimizer) -> bool:
         """The model was already on its device when the optimizer was built, so a later move is a round trip
         (`.cpu()` to save, then `.to(device)` again): `model = Net().to(device)`, `model.cuda()` before, `device=`."""
-        start = optimizer.call.lineno
-        if any(
-            m.scope is optimizer.scope and m.device and m.call.lineno < start and _related(m.receiver, receiver)
-            for m in self._moves
-        ):
-            return True
-        return any(
-            isinstance(node, ast.Assign)
-            and node.lineno < start
-            and _assigns_to(node, receiver)
-            and any(self._places_on_device(n) for n in ast.walk(node.value))
-            for node in walk_same_scope(self._scope_body(optimizer.scope))
-        )
+        return self._first_placement(optimizer.scope, receiver) < optimizer.call.lineno
+
+    def _first_placement(self, scope: ast.AST | None, receiver: str) -> float:
+        """The first line that puts the receiver (or a related name) on a device: a move, or an assignment of a
+        value that is moved or built with `device=`."""
+        key = ("pfl501-first-placement", id(scope), receiver)
+        if key not in self.ctx.memo:
+            moves = self._index(scope).moves.get(_root(receiver), [])
+            lines = [m.call.lineno for m in moves if m.device and _related(m.receiver, receiver)]
+            lines += [
+                node.lineno
+                for node in self._assignments_related_to(scope, receiver)
+                if any(self._places_on_device(n) for n in ast.walk(node.value))
+            ]
+            self.ctx.memo[key] = min(lines, default=math.inf)
+        return self.ctx.memo[key]  # type: ignore[return-value]
 
     def _places_on_device(self, node: ast.AST) -> bool:
         """`.cuda()`, `.to(device)` or a `device=` argument."""
@@ -288,18 +349,10 @@ class OptimizerBeforeMove(Rule):
 
     def _rebound_between(self, receiver: str, optimizer: _Optimizer, move: _Move) -> bool:
         """`model = Net()` between the two: the moved model is another one (a wrapper of it is not)."""
-        for node in walk_same_scope(self._scope_body(optimizer.scope)):
-            if (
-                isinstance(node, ast.Assign)
-                and optimizer.call.lineno < node.lineno <= move.call.lineno
-                and _assigns_to(node, receiver)
-                and not any(dotted(n) == receiver for n in ast.walk(node.value))
-            ):
-                return True
-        return False
-
-    def _scope_body(self, scope: ast.AST | None) -> list[ast.stmt]:
-        return scope.body if scope is not None else self.ctx.tree.body  # type: ignore[attr-defined]
+        assignments = self._assignments_related_to(optimizer.scope, receiver)
+        first = bisect.bisect_right(assignments, optimizer.call.lineno, key=lambda n: n.lineno)
+        last = bisect.bisect_right(assignments, move.call.lineno, key=lambda n: n.lineno)
+        return any(not any(dotted(n) == receiver for n in ast.walk(node.value)) for node in assignments[first:last])
 
     def _report_as(self, severity: str, node: ast.AST, message: str) -> None:
         """A diagnostic at a higher severity than the rule's default: the cases that really break."""

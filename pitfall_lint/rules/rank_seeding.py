@@ -14,7 +14,7 @@ from pitfall_lint.analysis.samplers import (
     call_argument,
     uses_loader_framework,
 )
-from pitfall_lint.analysis.scopes import enclosing_function, local_value
+from pitfall_lint.analysis.scopes import enclosing_function, local_value, module_assignments
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import Rule
@@ -126,13 +126,7 @@ def _constant_seed(ctx: FileContext, seed: ast.expr, ancestors: Sequence[ast.AST
     if isinstance(seed, ast.Name):
         value = local_value(seed.id, enclosing_function(ancestors), seed.lineno)
         if value is None:
-            value = next(
-                (
-                    s.value
-                    for s in reversed(ctx.tree.body)
-                    if isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id == seed.id for t in s.targets)
-                ),
-                None,
-            )
+            assignments = module_assignments(ctx.tree).get(seed.id)
+            value = assignments[-1].value if assignments else None
         return isinstance(value, ast.Constant) and isinstance(value.value, int)
     return False

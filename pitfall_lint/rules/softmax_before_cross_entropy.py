@@ -5,8 +5,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Sequence
 
-from pitfall_lint.analysis.scopes import enclosing_class, enclosing_function, enclosing_method, self_name
-from pitfall_lint.analysis.training import reaching_value, stores_name, walk_same_scope
+from pitfall_lint.analysis.scopes import enclosing_class, enclosing_function, enclosing_method, module_assignments, self_name
+from pitfall_lint.analysis.training import reaching_value, stored_names, walk_same_scope
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import Rule
@@ -36,12 +36,31 @@ def _torch_nn_class(qualified: str | None, names: dict[str, str] | frozenset[str
     return last if last in names else None
 
 
-def _binds(function: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:
-    arguments = function.args
-    every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg]
-    if any(a is not None and a.arg == name for a in every):
-        return True
-    return any(stores_name(n, name) for n in walk_same_scope(function.body))
+def _bound_names(ctx: FileContext, function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """The function's parameters and the names its own code binds."""
+    key = ("pfl502-bound-names", id(function))
+    if key not in ctx.memo:
+        arguments = function.args
+        every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg]
+        names = {a.arg for a in every if a is not None}
+        names.update(n for node in walk_same_scope(function.body) for n in stored_names(node))
+        ctx.memo[key] = names
+    return ctx.memo[key]  # type: ignore[return-value]
+
+
+def _attribute_values(ctx: FileContext, cls: ast.ClassDef) -> dict[str, list[ast.expr]]:
+    """What the class's code assigns to `<name>.<attribute>`, by attribute."""
+    key = ("pfl502-attribute-values", id(cls))
+    if key not in ctx.memo:
+        found: dict[str, list[ast.expr]] = {}
+        for node in ast.walk(cls):
+            if isinstance(node, ast.Assign):
+                for attribute in dict.fromkeys(
+                    t.attr for t in node.targets if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                ):
+                    found.setdefault(attribute, []).append(node.value)
+        ctx.memo[key] = found
+    return ctx.memo[key]  # type: ignore[return-value]
 
 
 class SoftmaxBeforeCrossEntropy(Rule):
@@ -109,30 +128,19 @@ class SoftmaxBeforeCrossEntropy(Rule):
     def _values_of(self, target: ast.expr, ancestors: Sequence[ast.AST]) -> list[ast.expr]:
         """What a called name or `self.attribute` was assigned: locally, at module level, or in the class."""
         if isinstance(target, ast.Name):
-            local = reaching_value(target.id, target, ancestors)
+            local = reaching_value(self.ctx, target.id, target, ancestors)
             if local is not None:
                 return [local]
             function = enclosing_function(ancestors)
-            if function is not None and _binds(function, target.id):
+            if function is not None and target.id in _bound_names(self.ctx, function):
                 return []  # a parameter or a local of its own, not the module's
-            return [
-                s.value
-                for s in self.ctx.tree.body
-                if isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id == target.id for t in s.targets)
-            ]
+            return [s.value for s in module_assignments(self.ctx.tree).get(target.id, [])]
         if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
             found = enclosing_method(ancestors)
             cls = enclosing_class(ancestors)
             if found is None or cls is None or target.value.id != self_name(found[1]):
                 return []
-            values = []
-            for node in ast.walk(cls):
-                if isinstance(node, ast.Assign) and any(
-                    isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.attr == target.attr
-                    for t in node.targets
-                ):
-                    values.append(node.value)
-            return values
+            return _attribute_values(self.ctx, cls).get(target.attr, [])
         return []
 
     # --- the input ------------------------------------------------------------------------------
@@ -153,7 +161,7 @@ class SoftmaxBeforeCrossEntropy(Rule):
         if isinstance(expr, ast.Subscript):  # probs[mask]
             return self._is_softmax_output(expr.value, ancestors, depth + 1)
         if isinstance(expr, ast.Name):
-            value = reaching_value(expr.id, expr, ancestors)
+            value = reaching_value(self.ctx, expr.id, expr, ancestors)
             return value is not None and self._is_softmax_output(value, ancestors, depth + 1)
         if not isinstance(expr, ast.Call):
             return False

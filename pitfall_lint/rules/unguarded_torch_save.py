@@ -8,7 +8,7 @@ from pitfall_lint.analysis.distributed import sets_up_distributed
 from pitfall_lint.analysis.evidence import cite
 from pitfall_lint.analysis.ranks import is_locally_restricted
 from pitfall_lint.analysis.buffers import writes_per_process
-from pitfall_lint.analysis.scopes import enclosing_function, names_bound_before, parameter_slots
+from pitfall_lint.analysis.scopes import bindings, enclosing_function, parameter_slots
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import Related, RuleInfo
 from pitfall_lint.rules.base import Rule
@@ -81,11 +81,15 @@ class UnguardedTorchSave(Rule):
 
     def _rank_zero_guard(self, call: ast.Call, ancestors: list[ast.AST]) -> dict[str, str]:
         """The test that keeps the save on rank 0, with the import it needs (empty when none)."""
-        bound = names_bound_before(enclosing_function(ancestors), self.ctx.tree, call.lineno)
-        for name, value in reversed(bound.items()):
+
+        def holds_global_rank(name: str, value: ast.AST | None) -> bool:
             reads_rank = isinstance(value, ast.Call) and self.ctx.qualified_name(value.func, ancestors) in _GLOBAL_RANK_CALLS
-            if name in _GLOBAL_RANK_NAMES or reads_rank:
-                return {"guard": f"{name} == 0", "import": ""}
+            return name in _GLOBAL_RANK_NAMES or reads_rank
+
+        scope = bindings(enclosing_function(ancestors), self.ctx.tree)
+        name = scope.last_bound_where(call.lineno, "global-rank", holds_global_rank)
+        if name is not None:
+            return {"guard": f"{name} == 0", "import": ""}
         alias = self.ctx.resolver.module_alias("torch.distributed")
         if alias is not None:
             return {"guard": f"{alias}.get_rank() == 0", "import": ""}
