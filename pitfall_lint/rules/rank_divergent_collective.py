@@ -14,7 +14,7 @@ from pitfall_lint.analysis.collectives import (
     collective_property,
 )
 from pitfall_lint.analysis.evidence import snippet
-from pitfall_lint.analysis.ranks import is_locally_restricted, names_rank, one_process_decorators
+from pitfall_lint.analysis.ranks import names_rank, one_process_decorators
 from pitfall_lint.analysis.scopes import FUNCTIONS, enclosing_function
 from pitfall_lint.analysis.training import reaches_backward, runs_without_grad
 from pitfall_lint.context import FileContext
@@ -53,7 +53,6 @@ class _Collective:
     operation: str
     description: str
     restrictions: tuple[_Restriction, ...]
-    set_aside: bool  # the guard analysis' restrictions were judged not to split the ranks
 
 
 def _is_none(node: ast.AST) -> bool:
@@ -128,21 +127,16 @@ def _exit_word(statement: ast.stmt) -> str | None:
     return None
 
 
-def _restrictions(ctx: FileContext, call: ast.AST, ancestors: list[ast.AST]) -> tuple[tuple[_Restriction, ...], bool]:
-    """The rank guards, early rank exits and rank-only decorators of the call's own code that split the ranks; and
-    whether the guard analysis' restrictions were all set aside here (a test every rank answers alike, a list of
-    ranks, a `raise` on a failed check)."""
+def _restrictions(call: ast.AST, ancestors: list[ast.AST]) -> tuple[_Restriction, ...]:
+    """The rank guards, early rank exits and rank-only decorators of the call's own code that split the ranks; not a
+    test every rank answers alike, a list of ranks, or a `raise` on a failed check."""
     found: list[_Restriction] = []
-    set_aside = False
     chain = [*ancestors, call]
     for parent, child in zip(chain, chain[1:]):
         if isinstance(parent, (ast.If, ast.IfExp, ast.While)) and names_rank(parent.test):
             block = _block_of(parent, child)
-            if block in ("body", "orelse"):
-                if _splits_ranks(parent.test):
-                    found.append(_Restriction("guard" if block == "body" else "else", parent, snippet(parent.test)))
-                else:
-                    set_aside = True
+            if block in ("body", "orelse") and _splits_ranks(parent.test):
+                found.append(_Restriction("guard" if block == "body" else "else", parent, snippet(parent.test)))
         if isinstance(parent, FUNCTIONS):
             rank_decorators = one_process_decorators(parent)
             if rank_decorators:
@@ -157,9 +151,7 @@ def _restrictions(ctx: FileContext, call: ast.AST, ancestors: list[ast.AST]) -> 
                 continue
             if word != "raise" and _splits_ranks(statement.test):  # type: ignore[attr-defined]
                 found.append(_Restriction("exit", statement, f"if {snippet(statement.test)}: {word}"))  # type: ignore[attr-defined]
-            else:
-                set_aside = True
-    return tuple(found), set_aside
+    return tuple(found)
 
 
 def _calls_something(block: list[ast.stmt]) -> bool:
@@ -230,11 +222,11 @@ class RankDivergentCollective(Rule):
             return  # a subgroup's collective: only its members call it
         if operation == "forward" and isinstance(node, ast.Call) and (runs_without_grad(self.ctx, ancestors) or reaches_backward(self.ctx, node, ancestors) is None):
             return  # a forward that trains nothing runs a collective only for a module with buffers: not told here
-        # Either a rank split this rule spells out (a guard, its `else`, an early exit, a decorator), or a restriction
-        # to one rank that the guard analysis knows (a derived variable, a helper) and no test here set aside.
-        restrictions, set_aside = _restrictions(self.ctx, node, ancestors)
-        if restrictions or (not set_aside and is_locally_restricted(self.ctx, node, ancestors)):
-            self._found.append(_Collective(node, list(ancestors), operation, description, restrictions, set_aside))
+        # Only a split this rule can spell out (a guard, its `else`, an early exit, a decorator): the shared guard
+        # analysis also counts code that runs in a single-process run only, where every rank agrees.
+        restrictions = _restrictions(node, ancestors)
+        if restrictions:
+            self._found.append(_Collective(node, list(ancestors), operation, description, restrictions))
 
     def finish(self) -> None:
         for collective in self._found:
@@ -252,8 +244,6 @@ class RankDivergentCollective(Rule):
         gather(t, lst) else: gather(t)`, or a barrier for the others before the work and one for rank 0 after it; or
         they call something on their side of the guard that may hold their half (`else: engine.serve_others()`); or
         the function runs one process (`Trainer(devices=1)`)."""
-        if not collective.restrictions:
-            return False
         if _other_side_may_pair(collective.restrictions[-1]) or _single_process(enclosing_function(collective.ancestors)):
             return True
         mine = {r.key for r in collective.restrictions}
@@ -271,8 +261,6 @@ class RankDivergentCollective(Rule):
 
     @staticmethod
     def _why_some_ranks_only(collective: _Collective) -> str:
-        if not collective.restrictions:
-            return "on one rank"  # restricted in a way the guard analysis knows and this rule does not spell out
         restriction = collective.restrictions[-1]
         line = getattr(restriction.node, "lineno", 0)
         if restriction.kind == "guard":
