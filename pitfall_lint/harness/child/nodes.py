@@ -72,7 +72,8 @@ def _patch_process_group_rank(torch: Any) -> None:
 
     def init_process_group(*args: Any, **kwargs: Any) -> Any:
         rank = kwargs.get("rank", args[4] if len(args) > 4 else -1)
-        emit("joins", rank=int(rank) if isinstance(rank, int) else -1, line=user_line())
+        # `given_rank`, not `rank`: every event's `rank` is the process's own, which other probes count.
+        emit("joins", given_rank=int(rank) if isinstance(rank, int) else -1, line=user_line())
         return original(*args, **kwargs)
 
     dist.init_process_group = init_process_group

@@ -53,8 +53,8 @@ class SpawnSignatureProbe(Probe):
         host that rank's store, or to wait for the missing ranks, fails."""
         by_rank: dict[int, set[int]] = defaultdict(set)
         for event in run.of("joins"):
-            if event["rank"] >= 0:
-                by_rank[event["rank"]].add(event["pid"])
+            if event["given_rank"] >= 0:
+                by_rank[event["given_rank"]].add(event["pid"])
         shared = {rank: pids for rank, pids in by_rank.items() if len(pids) > 1}
         if shared:
             rank, pids = min(shared.items())
