@@ -346,8 +346,10 @@ def _branch_restricts(ctx: FileContext, branch: ast.AST, child: ast.AST, ancesto
 
 def _starts_workers(ctx: FileContext, function: Function) -> bool:
     """Whether the function itself starts worker processes (`mp.spawn(worker, ...)`): it is their parent."""
-    if not any(word in ctx.text.data for word in _WORKER_STARTER_BYTES):
-        return False  # the cheap look first: no file without one of these words starts workers
+    if "may-start-workers" not in ctx.memo:  # the cheap look first, once per file: without these words, no workers
+        ctx.memo["may-start-workers"] = any(word in ctx.text.data for word in _WORKER_STARTER_BYTES)
+    if not ctx.memo["may-start-workers"]:
+        return False
     key = ("starts-workers", id(function))
     if key not in ctx.memo:
         ctx.memo[key] = any(

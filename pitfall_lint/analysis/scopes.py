@@ -188,8 +188,10 @@ def local_value(
         return None
     if function is None:
         return assigned_before(scope, name, before_line, unpacked)
-    every = (n for n in statements_in(scope) if isinstance(n, (ast.Assign, ast.With, ast.AsyncWith)))
-    timeline = _indexed(scope, ("every-assignment", unpacked), lambda: _timelines(every, unpacked)).get(name)
+    def every() -> dict[str, _Timeline]:
+        return _timelines((n for n in statements_in(scope) if isinstance(n, (ast.Assign, ast.With, ast.AsyncWith))), unpacked)
+
+    timeline = _indexed(scope, ("every-assignment", unpacked), every).get(name)
     return timeline.before(before_line) if timeline is not None else None
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import itertools
 from collections.abc import Iterable, Iterator, Sequence
 
 from pitfall_lint.analysis.scopes import FUNCTIONS, Function, position_in_block
@@ -198,6 +199,7 @@ def reaching_value(ctx: FileContext, name: str, use: ast.AST, ancestors: Sequenc
 _NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"})
 # Calls whose result carries no autograd graph back to their receiver.
 _GRAPH_BREAKERS = frozenset({"detach", "item", "tolist", "numpy"})
+_COMPOUND = (*LOOPS, ast.If, ast.With, ast.AsyncWith, ast.Try)
 _BACKWARD_FUNCTIONS = frozenset({"torch.autograd.backward"})
 
 
@@ -247,21 +249,31 @@ def _backward_of(ctx: FileContext, call: ast.Call, ancestors: Sequence[ast.AST],
     return False
 
 
+def _simple_statements(ctx: FileContext, owner: ast.AST) -> list[ast.stmt]:
+    """The statements of a function (or module) body that are not compound, in source order; built once per scope, so
+    that following a value from each of many calls does not sort the scope each time."""
+    key = ("simple-statements", id(owner))
+    if key not in ctx.memo:
+        ctx.memo[key] = sorted(
+            (n for n in walk_same_scope(getattr(owner, "body", [])) if isinstance(n, ast.stmt) and not isinstance(n, _COMPOUND)),
+            key=lambda n: (n.lineno, n.col_offset),
+        )
+    return ctx.memo[key]  # type: ignore[return-value]
+
+
 def reaches_backward(ctx: FileContext, value: ast.expr, ancestors: Sequence[ast.AST]) -> ast.Call | None:
     """The `backward()` call that the autograd graph of `value` reaches in the same function, following the names
     it is assigned to in source order (`out = model(x)`, `loss = criterion(out, y)`, `loss.backward()`)."""
     function = next((a for a in reversed(ancestors) if isinstance(a, FUNCTIONS)), None)
-    scope: list[ast.stmt] = function.body if function is not None else getattr(ancestors[0], "body", []) if ancestors else []
+    owner = function if function is not None else ancestors[0] if ancestors else None
     statement = next((a for a in reversed(ancestors) if isinstance(a, ast.stmt)), None)
-    if statement is None:
+    if statement is None or owner is None:
         return None
     names: set[str] = set()
     line = statement.lineno
-    statements = sorted(
-        (n for n in walk_same_scope(scope) if isinstance(n, ast.stmt) and n.lineno >= line and not isinstance(n, (*LOOPS, ast.If, ast.With, ast.AsyncWith, ast.Try))),
-        key=lambda n: (n.lineno, n.col_offset),
-    )
-    for current in statements:
+    statements = _simple_statements(ctx, owner)
+    first = bisect.bisect_left(statements, line, key=lambda n: n.lineno)
+    for current in itertools.islice(statements, first, None):
         start = value if current is statement else None
         if current is not statement and current.lineno == line:
             continue

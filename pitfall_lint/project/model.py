@@ -520,10 +520,7 @@ class ProjectModel:
             found = []
             owner, _, short = name.rpartition(".")
             for site_path in self._possible_callers(path, owner, short):
-                summary = self.summary(site_path)
-                for site in summary.calls if summary else ():
-                    if site.callee.rpartition(".")[2] != short:
-                        continue
+                for site in self._calls_by_short_name(site_path).get(short, ()):
                     if site.callee.startswith("*."):
                         matches = site_path == path
                     else:
@@ -533,6 +530,17 @@ class ProjectModel:
             return found
 
         return self._memoised(("call-sites", path, name), compute)  # type: ignore[return-value]
+
+    def _calls_by_short_name(self, path: str) -> dict[str, list[CallSite]]:
+        """A file's call sites by the last part of the callee's name: each function's callers are then a lookup."""
+
+        def compute() -> dict[str, list[CallSite]]:
+            found: dict[str, list[CallSite]] = {}
+            for site in (self.summary(path) or FileSummary()).calls:
+                found.setdefault(site.callee.rpartition(".")[2], []).append(site)
+            return found
+
+        return self._memoised(("calls-by-short-name", path), compute)  # type: ignore[return-value]
 
     def _possible_callers(self, path: str, owner: str, short: str) -> list[str]:
         """The files that can spell a call of it: its own, and those that name it and its class (a method) or

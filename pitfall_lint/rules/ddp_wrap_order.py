@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import ast
+import itertools
+from collections.abc import Iterator
 
 from pitfall_lint.analysis.evidence import snippet
 from pitfall_lint.analysis.modules import creates_parameters
 from pitfall_lint.analysis.ranks import ancestors_of
-from pitfall_lint.analysis.scopes import FUNCTIONS, local_value
+from pitfall_lint.analysis.scopes import FUNCTIONS, local_value, position_in_block
 from pitfall_lint.analysis.training import dotted, walk_same_scope
 from pitfall_lint.analysis.wrappers import WrapBinding, wrap_bindings
 from pitfall_lint.diagnostic import RuleInfo
@@ -59,7 +61,7 @@ class DdpWrapOrder(Rule):
             if binding.wrapper:
                 names.add(f"{binding.wrapper}.module")
             later = bindings[index + 1 :]
-            for statement in [binding.statement, *self._following(binding.statement, node)]:
+            for statement in itertools.chain([binding.statement], self._following(binding.statement, node)):
                 if statement is not binding.statement:
                     for name in [n for n in names if self._rebinds(statement, n.partition(".module")[0])]:
                         names.discard(name)
@@ -71,19 +73,21 @@ class DdpWrapOrder(Rule):
                         continue  # wrapped again after the change: that is the fix
                     self.report(culprit, problem)
 
-    def _following(self, statement: ast.stmt, scope: ast.AST) -> list[ast.stmt]:
+    def _following(self, statement: ast.stmt, scope: ast.AST) -> Iterator[ast.stmt]:
         """The statements that run after this one in its scope, in source order: those after it in its block and in
-        every enclosing block, with the statements they hold (not a sibling branch of an `if` it is in)."""
+        every enclosing block, with the statements they hold (not a sibling branch of an `if` it is in). Lazy: the
+        caller stops at the first rebinding of the model, so a long scope is not read once per wrap."""
         chain = [*ancestors_of(self.ctx, statement), statement]
         start = chain.index(scope) if scope in chain else 0
-        found: list[ast.stmt] = []
-        for parent, child in zip(chain[start:], chain[start + 1 :]):
-            for field in ("body", "orelse", "finalbody"):
-                block = getattr(parent, field, None)
-                if isinstance(block, list) and any(item is child for item in block):
-                    after = block[[id(item) for item in block].index(id(child)) + 1 :]
-                    found += [n for item in after for n in walk_same_scope([item]) if isinstance(n, ast.stmt)]
-        return sorted(found, key=lambda n: (n.lineno, n.col_offset))
+        pairs = list(zip(chain[start:], chain[start + 1 :]))
+        for parent, child in reversed(pairs):  # the innermost block first: its statements come first in the source
+            for field_name in ("body", "orelse", "finalbody"):
+                position = position_in_block(parent, field_name, child)
+                if position is None:
+                    continue
+                for item in getattr(parent, field_name)[position + 1 :]:
+                    inner = [n for n in walk_same_scope([item]) if isinstance(n, ast.stmt)]
+                    yield from sorted(inner, key=lambda n: (n.lineno, n.col_offset))
 
     @staticmethod
     def _rebinds(statement: ast.stmt, name: str | None) -> bool:

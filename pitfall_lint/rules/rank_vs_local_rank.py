@@ -164,12 +164,18 @@ class RankVsLocalRank(Rule):
         """The written file is loaded again in the same function: a cache that each node's first process makes for
         the others on that node, where the file system may be the node's own."""
         scope = enclosing_function(self.ctx.ancestors) or self.ctx.tree
-        text = ast.unparse(path)
-        for node in ast.walk(scope):
-            if isinstance(node, ast.Call) and node.args and node.lineno > path.lineno and ast.unparse(node.args[0]) == text:
-                if self.ctx.qualified_name(node.func, self.ctx.ancestors) in _READERS:
-                    return True
-        return False
+        return any(line > path.lineno for line in self._reads_in(scope).get(ast.unparse(path), ()))
+
+    def _reads_in(self, scope: ast.AST) -> dict[str, list[int]]:
+        """The lines of the scope's loads, by the path they read as spelled: built once per scope."""
+        key = ("pfl305-reads", id(scope))
+        if key not in self.ctx.memo:
+            reads: dict[str, list[int]] = {}
+            for node in ast.walk(scope):
+                if isinstance(node, ast.Call) and node.args and self.ctx.qualified_name(node.func, self.ctx.ancestors) in _READERS:
+                    reads.setdefault(ast.unparse(node.args[0]), []).append(node.lineno)
+            self.ctx.memo[key] = reads
+        return self.ctx.memo[key]  # type: ignore[return-value]
 
     # -- the one writer
 
