@@ -21,7 +21,7 @@ from pitfall_lint.analysis.scopes import definition_name
 from pitfall_lint.analysis.wrappers import same_checkpoint
 from pitfall_lint.project.layout import Layout
 from pitfall_lint.project.store import SummaryStore, content_key
-from pitfall_lint.project.summary import UNKNOWN, CallSite, FileSummary, WrapSite, summarize
+from pitfall_lint.project.summary import UNKNOWN, CallSite, ClassFacts, FileSummary, WrapSite, summarize
 
 DataParallelMode = Literal["auto", "always", "never"]
 DATA_PARALLEL_MODES: tuple[DataParallelMode, ...] = ("auto", "always", "never")
@@ -55,6 +55,13 @@ _DISTRIBUTED_WRAPS = frozenset({"DistributedDataParallel", "FullyShardedDataPara
 # How evidence of a reach names the class that holds the module: "" when the module is the wrapped one (or a base
 # class of it), "?" when the wrap's module could not be told from the source.
 WRAPPED_ITSELF, WRAPPED_UNKNOWN = "", "?"
+
+
+@dataclass(frozen=True)
+class _Definitions:
+    classes: dict[str, ClassFacts]
+    functions: dict[str, int]  # name -> line
+    nested: dict[str, list[str]]  # a class defined inside a function, by its own name -> its scope paths
 
 
 @dataclass
@@ -215,7 +222,7 @@ class ProjectModel:
         summary = self.summary(path)
         if summary is None:
             return _UNKNOWN
-        local = self._definition(path, summary, ref, depth)
+        local = self._definition(path, ref)
         if local is not None:
             return local
         found = self._layout.resolve(path, ref)
@@ -227,7 +234,7 @@ class ProjectModel:
         target_summary = self.summary(target)
         if target_summary is None:
             return _UNKNOWN
-        definition = self._definition(target, target_summary, attribute, depth)
+        definition = self._definition(target, attribute)
         if definition is not None:
             return definition
         head, _, rest = attribute.partition(".")
@@ -236,28 +243,39 @@ class ProjectModel:
             return self.resolve(target, f"{reexported}.{rest}" if rest else reexported, depth + 1)
         return _UNKNOWN
 
-    def _definition(self, path: str, summary: FileSummary, name: str, depth: int) -> Symbol | None:
-        classes = {c.name for c in summary.classes}
-        if name in classes:
+    def _definitions(self, path: str) -> _Definitions:
+        """A file's classes and functions by name, indexed once: each lookup of a name is then constant time."""
+
+        def compute() -> _Definitions:
+            summary = self.summary(path) or FileSummary()
+            nested: dict[str, list[str]] = {}
+            for cls in summary.classes:
+                if "." in cls.name:
+                    nested.setdefault(cls.name.rpartition(".")[2], []).append(cls.name)
+            return _Definitions({c.name: c for c in summary.classes}, dict(summary.functions), nested)
+
+        return self._memoised(("definitions", path), compute)  # type: ignore[return-value]
+
+    def _definition(self, path: str, name: str) -> Symbol | None:
+        definitions = self._definitions(path)
+        if name in definitions.classes:
             return ("class", path, name)
-        if name in dict(summary.functions):
+        if name in definitions.functions:
             return ("function", path, name)
         owner, _, method = name.rpartition(".")
-        if owner in classes:  # a method inherited from a base class, maybe in another file
+        if owner in definitions.classes:  # a method inherited from a base class, maybe in another file
             for base_path, base in self._class_ancestors(path, owner)[1:]:
-                base_summary = self.summary(base_path)
-                if base_summary is not None and f"{base}.{method}" in dict(base_summary.functions):
+                if f"{base}.{method}" in self._definitions(base_path).functions:
                     return ("function", base_path, f"{base}.{method}")
             return _UNKNOWN
         if "." not in name:  # a class defined inside a function: `train.Net` spelled `Net`
-            nested = [c for c in classes if c.endswith(f".{name}")]
+            nested = definitions.nested.get(name, [])
             if len(nested) == 1:
                 return ("class", path, nested[0])
         return None
 
     def _class_facts(self, path: str, name: str):  # noqa: ANN202 - ClassFacts | None
-        summary = self.summary(path)
-        return next((c for c in summary.classes if c.name == name), None) if summary else None
+        return self._definitions(path).classes.get(name)
 
     def _class_ancestors(self, path: str, name: str) -> list[tuple[str, str]]:
         """The class and its project base classes, nearest first, each once."""
