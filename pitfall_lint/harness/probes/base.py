@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import ClassVar
 
 from pitfall_lint.diagnostic import Diagnostic
@@ -13,7 +14,7 @@ class Probe:
     # The run kinds that can exercise the pitfall at all.
     kinds: ClassVar[frozenset[str]]
 
-    def environment(self, findings: list[Diagnostic], source_lines: list[str]) -> dict[str, str]:
+    def environment(self, findings: list[Diagnostic]) -> dict[str, str]:
         """Conditions to set up for the run (a slower disk, a busy port), given this probe's findings."""
         return {}
 
@@ -24,6 +25,15 @@ class Probe:
     def observe(self, script: str, run: RunRecord) -> list[tuple[Diagnostic, Judgement]]:
         """Findings that only the run can make (rules with no static check)."""
         return []
+
+
+def at(event: dict, finding: Diagnostic) -> bool:
+    """Whether an event happened at the finding's line (of its file)."""
+    return event.get("line") == finding.line and same_file(event.get("file"), finding.path)
+
+
+def same_file(a: str | None, b: str | None) -> bool:
+    return bool(a and b) and os.path.realpath(a) == os.path.realpath(b)  # type: ignore[arg-type]
 
 
 def errors_matching(run: RunRecord, *fragments: str) -> list[int]:
