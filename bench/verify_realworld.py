@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -28,7 +29,8 @@ REPO = Path(__file__).resolve().parents[1]
 _ACTIONABLE = re.compile(
     r"pass them after `--`|pip install|is part of the project|needs CUDA|run verify on a GPU machine|--allow-network"
     r"|the data or file it reads is missing|lower the work with the script's own options|a longer --timeout would not help"
-    r"|add pitfall_lint_example|needs constructor arguments|can shape only one"
+    r"|add pitfall_lint_example|needs constructor arguments|can shape only one|--nproc N gives it|under another package"
+    r"|use a torch built with MPI"
 )
 
 
@@ -57,6 +59,7 @@ def main() -> None:
     parser.add_argument("--only", help="run only the entries whose name contains this")
     parser.add_argument("--timeout", type=float, default=180.0)
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--python-path", help="put this in front of PYTHONPATH for the runs (packages the scripts need)")
     options = parser.parse_args()
     entries = json.loads(options.manifest.read_text())
     results = []
@@ -75,11 +78,14 @@ def main() -> None:
             print(f"  note: {entry['repo']} is at {commit[:10]}, the manifest was measured at {entry['commit'][:10]}")
         cwd = checkout / entry.get("cwd", str(Path(entry["path"]).parent))
         started = time.monotonic()
+        env = dict(os.environ)
+        if options.python_path:
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [options.python_path, env.get("PYTHONPATH")]))
         completed = subprocess.run(
             [sys.executable, "-m", "pitfall_lint", "verify", "--format", "json", "--timeout", str(options.timeout),
              str(script.relative_to(cwd)) if script.is_relative_to(cwd) else str(script), *entry.get("verify_args", []),
              "--", *entry.get("args", [])],
-            cwd=cwd, capture_output=True, text=True, timeout=options.timeout + 120,
+            cwd=cwd, capture_output=True, text=True, timeout=options.timeout + 120, env=env,
         )
         seconds = time.monotonic() - started
         try:

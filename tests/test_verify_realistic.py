@@ -21,11 +21,12 @@ pytest.importorskip("torch", reason="verify needs torch (the [verify] extra); CI
 
 REALISTIC = REPO / "tests" / "verify_cases" / "realistic"
 STUB_TORCHVISION = REPO / "tests" / "verify_cases" / "stub_torchvision"
+STUB_DATASETS = REPO / "tests" / "verify_cases" / "stub_datasets"
 
 
-def _torchvision_works() -> bool:
+def _works(package: str) -> bool:
     try:
-        return importlib.util.find_spec("torchvision") is not None and __import__("torchvision") is not None
+        return importlib.util.find_spec(package) is not None and __import__(package) is not None
     except Exception:  # a torchvision built for another torch fails on import
         return False
 
@@ -44,8 +45,10 @@ def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
 def run_verify(path: Path, *args: str, cwd: Path, env: dict[str, str] | None = None,
                timeout: int = 300) -> tuple[int, dict[str, Any], str]:
     environment = {**os.environ, **(env or {})}
-    if not _torchvision_works():  # no CPU torchvision for this torch: the stub stands in for the package
-        environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(STUB_TORCHVISION), environment.get("PYTHONPATH")]))
+    # No CPU torchvision for this torch, no `datasets` on the CI machine: minimal stand-ins of the packages
+    # (tests/verify_cases/stub_*), whose datasets download as the real ones do.
+    stubs = [str(s) for s, package in ((STUB_TORCHVISION, "torchvision"), (STUB_DATASETS, "datasets")) if not _works(package)]
+    environment["PYTHONPATH"] = os.pathsep.join(filter(None, [*stubs, environment.get("PYTHONPATH")]))
     completed = subprocess.run(
         [sys.executable, "-m", "pitfall_lint", "verify", "--format", "json", str(path), *args],
         cwd=cwd, capture_output=True, text=True, timeout=timeout, env=environment,
@@ -148,6 +151,18 @@ def test_two_ranks_saving_through_a_helper_is_a_finding_found_at_run_time(tmp_pa
         "PFL201", str(folder / "utils.py"), 7, "confirmed")
     assert finding["found_at_run_time"] is True
     assert finding["evidence"]["mechanism"].startswith(f"ranks 0 and 1 each wrote {folder / 'checkpoints' / 'last.pt'} from line 7")
+
+
+def test_a_hub_text_dataset_that_is_not_cached_gets_a_stand_in(tmp_path: Path) -> None:
+    folder = project(tmp_path, "hub_text")
+    returncode, report, stderr = run_verify(folder / "train.py", cwd=folder, env={"HF_HOME": str(tmp_path / "hf")})
+    assert returncode == 1, stderr
+    assert verdicts(report) == {("PFL201", 41, "confirmed")}
+    assert report["notes"][-2:] == [
+        f"load_dataset('imdb') at {folder / 'train.py'}:32: not cached here and the hub blocked (ConnectionError); verify "
+        "used a synthetic stand-in with the columns text, label (train 25000 rows)",
+        "downloads were blocked by the loopback-only network: --allow-network lets them through",
+    ]
 
 
 # --- honest endings ----------------------------------------------------------------------------------------------------

@@ -16,14 +16,15 @@ _MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 _MAX_FILES = 3000
 
 
-def project_root(script: str) -> Path:
-    """The nearest folder upwards holding a pyproject.toml, setup.py, setup.cfg or .git (Ruff's way);
-    the script's own folder when there is none."""
+def project_root(script: str) -> tuple[Path, bool]:
+    """The nearest folder upwards holding a pyproject.toml, setup.py, setup.cfg or .git (Ruff's way), and True;
+    the script's own folder and False when there is none (then only the files beside the script are the project:
+    a script in /tmp or in the home folder does not make all of it a project)."""
     folder = Path(os.path.realpath(script)).parent
     for candidate in (folder, *folder.parents):
         if any((candidate / marker).exists() for marker in _MARKERS):
-            return candidate
-    return folder
+            return candidate, True
+    return folder, False
 
 
 @dataclass(frozen=True)
@@ -37,10 +38,14 @@ class ProjectFindings:
         return self.by_file.get(os.path.realpath(path), [])
 
 
-def check_project(root: Path, script: str, rules: list[type[Rule]], excluder: Excluder | None = None) -> ProjectFindings:
+def check_project(root: Path, script: str, rules: list[type[Rule]], excluder: Excluder | None = None,
+                  flat: bool = False) -> ProjectFindings:
     """Every Python file of the project through the static engine (the script's notebook or file included), with
-    the configuration's exclusions."""
-    files = discover([str(root)], excluder or Excluder((), root))
+    the configuration's exclusions; with `flat`, the files of the root folder only."""
+    if flat:
+        files = sorted(str(p) for p in root.glob("*.py") if not (excluder and excluder.excludes(p)))
+    else:
+        files = discover([str(root)], excluder or Excluder((), root))
     script_real = os.path.realpath(script)
     paths = [display_path(p) for p in files if p.endswith(".py")][:_MAX_FILES]
     if script_real not in {os.path.realpath(p) for p in paths}:

@@ -3,17 +3,20 @@ what, the package it needs, the data it lacks, the rank that waited and for what
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pitfall_lint.analysis.scopes import is_main_guard
 from pitfall_lint.harness.probes.base import last_line
 from pitfall_lint.harness.record import RunRecord
 
 NEEDS_CUDA = re.compile(
     r"Torch not compiled with CUDA enabled|Found no NVIDIA driver|No CUDA GPUs are available|invalid device ordinal"
     r"|CUDA driver version is insufficient|no attribute '_cuda_setDevice'|ProcessGroupNCCL is only supported with GPUs"
+    r"|is not emulated on the virtual devices"
 )
 # Raised by launchers when a child failed: never the cause, always the echo of another failure.
 # SignalException: torch's launcher turning the SIGTERM of a stopped run into an exception.
@@ -30,6 +33,7 @@ _NETWORK = re.compile(
     r"|urlopen error|Max retries exceeded|offline mode is enabled|HF_HUB_OFFLINE|Failed to establish a new connection"
     r"|ConnectionError|getaddrinfo failed"
 )
+_FILE_CHECK = re.compile(r"\b(exists|isfile|isdir)\(")
 _GPU_ONLY = frozenset({"apex", "flash_attn", "xformers", "triton", "bitsandbytes", "deepspeed", "nvidia", "pynvml", "cupy"})
 
 
@@ -65,8 +69,20 @@ def first_cause(run: RunRecord) -> dict[str, Any] | None:
     return run.errors[0] if run.errors else None
 
 
+def final_statement(tree: ast.Module) -> range:
+    """The lines of the program's last statement (inside a closing main guard): `sys.exit(main())` there is its end."""
+    body = tree.body
+    while body:
+        last = body[-1]
+        if isinstance(last, ast.If) and is_main_guard(last.test) and last.body:
+            body = last.body
+            continue
+        return range(last.lineno, (last.end_lineno or last.lineno) + 1)
+    return range(0)
+
+
 def stop_point(run: RunRecord, script_path: str, project_root: str, network_closed: bool = True,
-               timeout: float = 0.0) -> Stop | None:
+               timeout: float = 0.0, final: range = range(0)) -> Stop | None:
     """Why the run ended before its end, or None when every process ran to its end."""
     if run.stopped:
         return Stop(run.stopped)
@@ -78,14 +94,25 @@ def stop_point(run: RunRecord, script_path: str, project_root: str, network_clos
         return replace(_crash(error, project_root, network_closed), error=run.errors.index(error))
     if run.timed_out:
         return _timeout(run, timeout)
-    early = [e for e in run.of("exit") if e.get("status") == "exit" and (e.get("code") or e.get("message"))]
+    early = [e for e in run.of("exit") if e.get("status") == "exit" and (e.get("code") or e.get("message")
+                                                                        or not _at_the_end(e.get("place"), run.script, final))]
     if early:
         exit_event = early[0]
         said = f"with {exit_event['message']!r}" if exit_event.get("message") else f"with status {exit_event.get('code')}"
-        return Stop(f"the script exited{_where(exit_event.get('place'))} {said}")
+        printed = last_line(run.output)
+        if not exit_event.get("message") and printed:
+            said += f" after printing {printed!r}"
+        return Stop(f"the script exited{_where(exit_event.get('place'))} {said}",
+                    "if it wants more GPUs, --nproc N gives it N virtual ones" if "gpu" in said.lower() else "")
     if run.returncode not in (0, None):
         return Stop(f"the run ended with exit code {run.returncode}" + (f": {last_line(run.output)}" if run.output.strip() else ""))
     return None
+
+
+def _at_the_end(place: dict[str, Any] | None, script: str, final: range) -> bool:
+    if not place or not place.get("file"):
+        return True  # no line of the project stopped it: the interpreter's own exit
+    return os.path.realpath(place["file"]) == script and place.get("line") in final
 
 
 def _refused_arguments(event: dict[str, Any], run: RunRecord, script_path: str) -> Stop:
@@ -113,14 +140,26 @@ def _crash(error: dict[str, Any], project_root: str, network_closed: bool) -> St
         return Stop(f"the run failed{where} reaching the network, which verify closes: {kind}: {message}",
                     "--allow-network lets it through (downloads land in the enclosure and are discarded), or give the "
                     "script local files")
-    if kind in ("FileNotFoundError", "IsADirectoryError", "NotADirectoryError"):
+    if "doesn't have MPI built in" in message:
+        return Stop(f"the run failed{where}: the script asks for the mpi backend, which this torch was built without",
+                    "use a torch built with MPI, or the gloo backend")
+    code = ((error.get("user_frame") or {}).get("code") or "").strip()
+    if not message and code:
+        message = f"`{code}`"  # a bare assert: its line says what failed
+    if kind in ("FileNotFoundError", "IsADirectoryError", "NotADirectoryError") or _FILE_CHECK.search(code):
         return Stop(f"the run failed{where}: {kind}: {message}",
                     "the data or file it reads is missing here; give its location with the script's own options after `--`")
     return Stop(f"the run failed{where}: {kind}: {message}")
 
 
 def _install_hint(module: str, project_root: str) -> str:
-    top = module.split(".")[0]
+    parts = module.split(".")
+    for start in range(1, len(parts)):  # `deeplearning.ssl.moco.builder` for the project's moco/builder.py
+        tail = os.path.join(project_root, *parts[start:])
+        if os.path.exists(tail + ".py") or os.path.exists(os.path.join(tail, "__init__.py")):
+            return (f"the project has it as {os.path.relpath(tail, project_root)}, under another package: the script "
+                    "expects the layout of the repository it came from (set PYTHONPATH or restore that layout)")
+    top = parts[0]
     in_project = os.path.exists(os.path.join(project_root, top)) or os.path.exists(os.path.join(project_root, f"{top}.py"))
     if in_project:
         return (f"{top} is part of the project ({os.path.join(project_root, top)}) but not importable from the script's "

@@ -24,7 +24,7 @@ from pitfall_lint.harness.planning import Plan, constructor_call, model_classes,
 from pitfall_lint.harness.probes import all_probes
 from pitfall_lint.harness.probes.base import last_line
 from pitfall_lint.harness.project import ProjectFindings, check_project, project_root
-from pitfall_lint.harness.reasons import ECHOES, Stop, stop_point
+from pitfall_lint.harness.reasons import ECHOES, Stop, final_statement, stop_point
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord, Status
 from pitfall_lint.harness.runner import RunOutcome, run_guarded
 from pitfall_lint.harness.sandbox import SEAL_UNAVAILABLE, Enclosure
@@ -184,6 +184,16 @@ class _Source:
         return replace(finding, line=joined, end_line=joined, cell=None)
 
 
+def _scratch_outside(sealed: list[str]) -> Path:
+    """The scratch folder, outside every folder the overlays seal (an overlay cannot hold its own upper layer)."""
+    for base in (tempfile.gettempdir(), "/var/tmp", os.path.expanduser("~/.cache")):
+        real = os.path.realpath(base)
+        if os.path.isdir(real) and os.access(real, os.W_OK) and not any(
+                real == os.path.realpath(f) or real.startswith(os.path.realpath(f) + "/") for f in sealed):
+            return Path(tempfile.mkdtemp(prefix="pitfall-lint-verify-", dir=real))
+    return Path(tempfile.mkdtemp(prefix="pitfall-lint-verify-"))
+
+
 def _mark_cells(run: RunRecord, source: _Source) -> None:
     """Lines of the notebook, as the run counted them (the cells joined), also given as cell and line for people."""
     assert source.notebook is not None
@@ -229,9 +239,9 @@ def verify(
     if options.nproc < 2:
         raise HarnessError("--nproc must be at least 2: a pitfall of parallel training needs two replicas or ranks")
     data, source = _read_source(path)
-    root = project_root(path)
+    root, marked = project_root(path)
     progress(f"checking the project {root}")
-    project = check_project(root, path, rules, excluder)
+    project = check_project(root, path, rules, excluder, flat=not marked)
     if os.path.realpath(path) in project.errors:
         raise HarnessError(f"{path}: {project.errors[os.path.realpath(path)]}")
     plan = plan_run(path, data, source.tree, options.example)
@@ -249,7 +259,7 @@ def verify(
         report.failure = f"{path}: {plan.reason}"
         return report
     script = os.path.abspath(path)
-    scratch = Path(tempfile.mkdtemp(prefix="pitfall-lint-verify-"))
+    scratch = _scratch_outside([str(root), os.getcwd(), os.path.expanduser("~")])
     (scratch / "trace").mkdir()
     port = _free_loopback_port()
     report.mode = f"{plan.kind}: {_command(plan, script, options, port)[1]}; {device_note}"
@@ -261,6 +271,8 @@ def verify(
         requested.update(probe.environment([runnable[i] for i, f in findings.items() if f.code == code]))
     enclosure = Enclosure.around(scratch, [str(root), os.getcwd(), os.path.expanduser("~")], not options.allow_network)
     try:
+        if not marked:
+            requested["PITFALL_LINT_PROJECT_FLAT"] = "1"
         outcome = _run(enclosure, plan, script, str(root), device, options, port, requested, scratch, progress)
         run = RunRecord.read(script, scratch / "trace", outcome.output, outcome.returncode, outcome.timed_out,
                              enclosure.outside, outcome.stopped)
@@ -276,7 +288,7 @@ def verify(
     report.notes += _notes(run, options)
     if source.notebook is not None:
         _mark_cells(run, source)
-    stop = stop_point(run, path, str(root), not options.allow_network, options.timeout)
+    stop = stop_point(run, path, str(root), not options.allow_network, options.timeout, final_statement(source.tree))
     explained = _judge(report, project, source, findings, runnable, run, plan, stop, probes, selected, outcome)
     if stop is not None and stop.error in explained:
         stop = None  # the run ended with the failure a finding explains: that is the verdict, not a short run
@@ -422,9 +434,6 @@ def _why_not_run(run: RunRecord, finding: Diagnostic, stop: Stop | None) -> str:
     if not run.ran(finding.path, finding.line):
         if stop is not None:
             return f"line {finding.line} never ran: {stop.sentence()}"
-        exited = next((e["place"] for e in run.of("exit") if e.get("status") == "exit" and e.get("place")), None)
-        if exited:
-            return f"line {finding.line} never ran: the script exited at {exited['file']}:{exited['line']} with status 0 first"
         return (f"line {finding.line} never ran: the program ran to its end without reaching it (a branch not taken, "
                 "an early return, or code no entry point calls)")
     if stop is not None:

@@ -13,6 +13,7 @@ from typing import Any
 TRACE_DIR = "PITFALL_LINT_TRACE_DIR"
 SCRIPT = "PITFALL_LINT_SCRIPT"
 PROJECT = "PITFALL_LINT_PROJECT"  # the folder of the user's project: its files are "user code"
+PROJECT_FLAT = "PITFALL_LINT_PROJECT_FLAT"  # "1": a folder without a project marker, whose files alone count
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S+)')
 _HARNESS = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 _INSTALLED = ("site-packages", "dist-packages")
@@ -53,6 +54,8 @@ def project_file(filename: str) -> str | None:
         return real
     root = os.environ.get(PROJECT)
     if not root or not real.startswith(os.path.join(os.path.realpath(root), "")):
+        return None
+    if os.environ.get(PROJECT_FLAT) == "1" and os.path.dirname(real) != os.path.realpath(root):
         return None
     if real.startswith(_HARNESS + os.sep) or any(part in _INSTALLED for part in real.split(os.sep)):
         return None

@@ -24,7 +24,12 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         def exec_module(module: Any) -> None:
             execute(module)
             for callback in callbacks:
-                callback(module)
+                try:
+                    callback(module)
+                except Exception as error:  # a patch of ours must never break the program's import
+                    from pitfall_lint.harness.child.events import emit
+
+                    emit("harness-warning", message=f"patching {name} failed: {type(error).__name__}: {error}")
 
         spec.loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec

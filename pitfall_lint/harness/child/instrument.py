@@ -227,6 +227,22 @@ def _patch_torch(torch: Any) -> None:
     loading.patch_step_budget(torch)
 
 
+def _watch_worker_processes() -> None:
+    """multiprocessing prints a worker's exception and exits 1: record it first, with its frames."""
+    from multiprocessing import process
+
+    original = process.BaseProcess.run
+
+    def run(self: Any) -> None:
+        try:
+            original(self)
+        except BaseException as error:
+            emit_error(error, where="process")
+            raise
+
+    process.BaseProcess.run = run  # type: ignore[method-assign]
+
+
 def _excepthook(kind: type[BaseException], error: BaseException, trace: Any) -> None:
     emit_error(error.with_traceback(trace), where="uncaught")
     sys.__excepthook__(kind, error, trace)
@@ -236,6 +252,7 @@ def arm() -> None:
     isolation.die_with_parent(signal.SIGKILL)  # where no PID namespace holds the run: each process follows its parent
     sys.excepthook = _excepthook
     exits.watch()
+    _watch_worker_processes()
     _hold_ports()
     if os.environ.get(SCRIPT):
         LineRecorder().start()

@@ -21,7 +21,7 @@ from pitfall_lint.harness.child.observe import observed
 
 MODEL = "PITFALL_LINT_MODEL"  # {"class": ..., "args": [...], "kwargs": {...}, "source": "train.py:12"}
 _BATCH = 8
-_IMAGE_SIDES = (32, 64, 224)
+_IMAGE_SIDES = (28, 32, 64, 224)
 _SEQUENCE = 16
 
 

@@ -4,7 +4,8 @@
 before the first batch. The class is kept (a subclass, so `isinstance` and subclassing still work): with
 its files present it is the real dataset; without them it yields samples of the real kinds (PIL images
 of the real size and mode, integer labels, waveforms), as many as the real split has, generated per
-index and passed through the script's own transforms. A user's own dataset class is never touched.
+index and passed through the script's own transforms. Hugging Face's `load_dataset` of a text dataset that is
+not cached gets rows of the real columns, as many as the real split has. A user's own dataset class is never touched.
 """
 
 from __future__ import annotations
@@ -222,6 +223,75 @@ def _patch_torchaudio(module: Any) -> None:
             setattr(module, name, _audio_stand_in(original, name, spec))
 
 
+
+
+@dataclass(frozen=True)
+class TextSpec:
+    columns: dict[str, str]  # column -> "text" or "label:N" (N classes) or "index"
+    lengths: dict[str, int]
+
+
+# Hugging Face datasets by name (and configuration): text datasets only, whose rows are cheap to make.
+_HUB = {
+    ("imdb", None): TextSpec({"text": "text", "label": "label:2"}, {"train": 25000, "test": 25000, "unsupervised": 50000}),
+    ("ag_news", None): TextSpec({"text": "text", "label": "label:4"}, {"train": 120000, "test": 7600}),
+    ("rotten_tomatoes", None): TextSpec({"text": "text", "label": "label:2"}, {"train": 8530, "validation": 1066, "test": 1066}),
+    ("glue", "sst2"): TextSpec({"sentence": "text", "label": "label:2", "idx": "index"},
+                               {"train": 67349, "validation": 872, "test": 1821}),
+    ("glue", "mrpc"): TextSpec({"sentence1": "text", "sentence2": "text", "label": "label:2", "idx": "index"},
+                               {"train": 3668, "validation": 408, "test": 1725}),
+    ("glue", "cola"): TextSpec({"sentence": "text", "label": "label:2", "idx": "index"},
+                               {"train": 8551, "validation": 1043, "test": 1063}),
+    ("wikitext", "wikitext-2-raw-v1"): TextSpec({"text": "text"}, {"train": 36718, "validation": 3760, "test": 4358}),
+    ("wikitext", "wikitext-2-v1"): TextSpec({"text": "text"}, {"train": 36718, "validation": 3760, "test": 4358}),
+    ("wikitext", "wikitext-103-raw-v1"): TextSpec({"text": "text"}, {"train": 1801350, "validation": 3760, "test": 4358}),
+}
+_VOCABULARY = ("the", "model", "trains", "on", "every", "rank", "and", "a", "batch", "of", "words", "is", "fine", "not")
+
+
+def _column(kind: str, length: int) -> list[Any]:
+    if kind == "index":
+        return list(range(length))
+    if kind.startswith("label:"):
+        classes = int(kind.split(":")[1])
+        return [i % classes for i in range(length)]
+    return [" ".join(_VOCABULARY[(i * 7 + j) % len(_VOCABULARY)] for j in range(8 + i % 24)) for i in range(length)]
+
+
+def _hub_name(path: str) -> str:
+    return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _patch_hub_datasets(module: Any) -> None:
+    if not all(hasattr(module, name) for name in ("load_dataset", "Dataset", "DatasetDict")):
+        return  # a project's own module named `datasets`
+    original = module.load_dataset
+
+    def load_dataset(path: str, name: str | None = None, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return original(path, name, *args, **kwargs)
+        except Exception as error:  # not cached here, and the hub cannot be reached
+            spec = _HUB.get((_hub_name(path), name)) or _HUB.get((_hub_name(path), None))
+            if spec is None or not _network_closed():
+                raise
+            reason = f"{type(error).__name__}"
+        split = kwargs.get("split")
+        splits = {s: n for s, n in spec.lengths.items() if split is None or s == split}
+        if not splits:
+            raise ValueError(f'Unknown split "{split}". Should be one of {list(spec.lengths)}.')
+        made = {s: module.Dataset.from_dict({c: _column(k, n) for c, k in spec.columns.items()}) for s, n in splits.items()}
+        where = user_place()
+        at = f" at {where['file']}:{where['line']}" if where else ""
+        sizes = ", ".join(f"{s} {n}" for s, n in splits.items())
+        emit("stand-in", dataset=f"{path}/{name}" if name else path, split=str(split), blocked=True, **where,
+             note=f"load_dataset({path!r}{', ' + repr(name) if name else ''}){at}: not cached here and the hub blocked "
+                  f"({reason}); verify used a synthetic stand-in with the columns {', '.join(spec.columns)} ({sizes} rows)")
+        return made[split] if split is not None else module.DatasetDict(made)
+
+    module.load_dataset = load_dataset
+
+
 def install() -> None:
     after_import("torchvision.datasets", _patch_torchvision)
     after_import("torchaudio.datasets", _patch_torchaudio)
+    after_import("datasets", _patch_hub_datasets)

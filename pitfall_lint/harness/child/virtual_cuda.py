@@ -25,11 +25,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
-from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 _CPU = torch.device("cpu")
 _RealDevice = torch.device
+_TENSOR_TO, _TENSOR_CUDA, _AS_TENSOR = torch.Tensor.to, torch.Tensor.cuda, torch.as_tensor
 _state = threading.local()
 _count = {"devices": 0}
 _NAME = "pitfall-lint virtual CUDA device (CPU)"
@@ -278,12 +278,12 @@ def _to(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
     target = _cuda_target(device)
     if target is None and device is not None and _RealDevice(device).type != "cpu":
         with torch._C.DisableTorchFunctionSubclass():
-            return torch.Tensor.to(tensor, *args, **kwargs)  # another device type: torch's own answer
+            return _TENSOR_TO(tensor, *args, **kwargs)  # another device type: torch's own answer
     converted = tensor
     if dtype is not None or memory_format is not None:
         options = {k: v for k, v in (("dtype", dtype), ("memory_format", memory_format)) if v is not None}
         with torch._C.DisableTorchFunctionSubclass():
-            converted = torch.Tensor.to(tensor, **options, copy=copy)
+            converted = _TENSOR_TO(tensor, **options, copy=copy)
         copy = copy and converted is tensor
     if target is not None:
         return _to_target(converted, target, copy)
@@ -353,18 +353,22 @@ def _with_device(method: Callable[..., torch.Tensor]) -> Callable[..., torch.Ten
     """`new_zeros` and friends make their tensor on self's device unless told otherwise."""
 
     def creating(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
-        kwargs.setdefault("device", device_of(tensor))
-        target = _cuda_target(kwargs["device"])
+        if isinstance(tensor, VirtualTensor):
+            kwargs.setdefault("device", tensor._virtual)
+        target = _cuda_target(kwargs["device"]) if kwargs.get("device") is not None else None
+        if target is None:
+            return method(tensor, *args, **kwargs)
         with torch._C.DisableTorchFunctionSubclass():
-            made = method(_unwrap(tensor), *args, **{**kwargs, "device": _CPU} if target is not None else kwargs)
+            made = method(_unwrap(tensor), *args, **{**kwargs, "device": _CPU})
         return _placed(made, target)
 
     return creating
 
 
+# Called on virtual tensors only: `to`, `cuda` and `new_*` are patched on torch.Tensor itself (see install).
 _TENSOR_METHODS: dict[Any, Callable[..., Any]] = {
-    torch.Tensor.to: _to,
-    torch.Tensor.cuda: _cuda,
+    _TENSOR_TO: _to,  # torch's own methods, where a caller reaches them directly
+    _TENSOR_CUDA: _cuda,
     torch.Tensor.cpu: _cpu,
     torch.Tensor.numpy: _numpy,
     torch.Tensor.__array__: _numpy,
@@ -380,9 +384,8 @@ _TENSOR_METHODS: dict[Any, Callable[..., Any]] = {
     torch.Tensor.is_pinned: lambda t, *a, **k: False,
     torch.Tensor.record_stream: lambda t, stream: None,
     torch.Tensor.share_memory_: lambda t: t,
-    **{getattr(torch.Tensor, name): _with_device(getattr(torch.Tensor, name))
-       for name in ("new_empty", "new_zeros", "new_ones", "new_full", "new_tensor", "new_empty_strided")},
 }
+_NEW = ("new_empty", "new_zeros", "new_ones", "new_full", "new_tensor", "new_empty_strided")
 
 
 def _placed(result: Any, target: _RealDevice | None) -> Any:
@@ -394,6 +397,11 @@ def _placed(result: Any, target: _RealDevice | None) -> Any:
     def place(value: Any) -> Any:
         if not isinstance(value, torch.Tensor) or isinstance(value, VirtualTensor):
             return value
+        if type(value) not in (torch.Tensor, torch.nn.Parameter):
+            raise NotImplementedError(
+                f"{type(value).__name__} (FSDP2, tensor parallelism) is not emulated on the virtual devices: run verify "
+                "on a machine with N GPUs"
+            )
         placed = VirtualTensor(value.detach(), target)
         if isinstance(value, torch.nn.Parameter):
             return torch.nn.Parameter(placed, value.requires_grad)
@@ -406,40 +414,61 @@ def _placed(result: Any, target: _RealDevice | None) -> Any:
 
 
 def _as_tensor(data: Any, dtype: Any = None, device: Any = None) -> torch.Tensor:
-    target = _cuda_target(device)
+    target = _cuda_target(device) if device is not None else None
     if isinstance(data, torch.Tensor):
         converted = data if dtype is None else data.to(dtype)
-        return _to_target(converted, target) if target is not None else converted
-    with torch._C.DisableTorchFunctionSubclass():
-        made = torch.as_tensor(data, dtype=dtype)
-    return _placed(made, target)
+        return _to_target(converted, target) if target is not None else _AS_TENSOR(converted, device=device)
+    return _placed(_AS_TENSOR(data, dtype=dtype, device=None if target is not None else device), target)
 
 
-_CONVERSIONS: dict[Any, Callable[..., Any]] = {
-    torch.Tensor.to: _to,
-    torch.Tensor.cuda: _cuda,
-    torch.as_tensor: _as_tensor,
-}
+def _names_cuda(value: Any) -> bool:
+    if isinstance(value, int):
+        return not isinstance(value, bool)
+    if isinstance(value, str):
+        return value.startswith("cuda")
+    return isinstance(value, VirtualTensor) or isinstance(value, _RealDevice) and value.type == "cuda"
 
 
-class VirtualDeviceMode(TorchFunctionMode):
-    """Catches CUDA requests before torch's bindings initialise CUDA: conversions and `device=` arguments."""
+def _tensor_to(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+    """Tensor.to: torch's own unless a virtual device is involved (the common case costs one check)."""
+    if type(tensor) is not VirtualTensor and not (args and _names_cuda(args[0])) and not _names_cuda(kwargs.get("device")):
+        return _TENSOR_TO(tensor, *args, **kwargs)
+    return _to(tensor, *args, **kwargs)
 
-    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
-        conversion = _CONVERSIONS.get(func)
-        if conversion is not None and not any(isinstance(a, VirtualTensor) for a in args[:1]):
-            return conversion(*args, **kwargs)
-        target = _cuda_target(kwargs["device"]) if kwargs.get("device") is not None else None
+
+_FACTORIES = (
+    "zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm", "arange", "range", "linspace",
+    "logspace", "eye", "tensor", "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like",
+    "randint_like", "empty_strided", "empty_permuted", "scalar_tensor", "normal", "tril_indices", "triu_indices",
+    "asarray", "sparse_coo_tensor", "bartlett_window", "blackman_window", "hamming_window", "hann_window",
+    "kaiser_window", "frombuffer", "from_file",
+)
+
+
+def _factory(original: Callable[..., Any]) -> Callable[..., Any]:
+    """A torch factory that makes its tensor on a virtual device when `device=` names CUDA."""
+
+    def made(*args: Any, **kwargs: Any) -> Any:
+        device = kwargs.get("device")
+        target = _cuda_target(device) if device is not None else None
         if target is None:
-            return func(*args, **kwargs)
-        return _placed(func(*args, **{**kwargs, "device": _CPU}), target)
+            return original(*args, **kwargs)
+        return _placed(original(*args, **{**kwargs, "device": _CPU}), target)
+
+    made.__name__, made.__qualname__, made.__doc__ = original.__name__, original.__name__, original.__doc__
+    return made
 
 
-@contextlib.contextmanager
-def _mode_in_thread() -> Iterator[None]:
-    with VirtualDeviceMode():
-        yield
+def _patch_entry_points(torch_module: Any) -> None:
+    """Where CUDA is asked for, before torch's bindings try to initialise it: conversions and `device=` arguments."""
+    for name in _FACTORIES:
+        if hasattr(torch_module, name):
+            setattr(torch_module, name, _factory(getattr(torch_module, name)))
+    torch_module.as_tensor = _as_tensor
+    tensor = torch_module.Tensor
+    tensor.to, tensor.cuda = _tensor_to, _cuda
+    for name in _NEW:
+        setattr(tensor, name, _with_device(getattr(tensor, name)))
 
 
 # --- torch.cuda, torch.accelerator and friends, as on a node of N GPUs --------------------------------------------
@@ -718,17 +747,6 @@ def _patch_streams(torch_module: Any) -> None:
     functions._get_stream = lambda device: _Stream(device)
 
 
-def _patch_threads() -> None:
-    """Torch function modes are per thread: every thread the program starts gets the virtual devices too."""
-    bootstrap = threading.Thread._bootstrap_inner  # type: ignore[attr-defined]
-
-    def bootstrap_inner(self: threading.Thread) -> None:
-        with _mode_in_thread():
-            bootstrap(self)
-
-    threading.Thread._bootstrap_inner = bootstrap_inner  # type: ignore[attr-defined]
-
-
 def install(torch_module: Any, devices: int) -> None:
     """From now on this process sees `devices` CUDA devices that compute on the CPU."""
     _count["devices"] = devices
@@ -738,11 +756,10 @@ def install(torch_module: Any, devices: int) -> None:
     _patch_generator(torch_module)
     _patch_serialization(torch_module)
     _patch_streams(torch_module)
-    _patch_threads()
+    _patch_entry_points(torch_module)
     torch_module.device = _Device
     torch_module.backends.cudnn.is_available = lambda: True
     torch_module.Tensor.pin_memory = lambda self, *a, **k: self  # host memory is host memory here
-    VirtualDeviceMode().__enter__()  # for the main thread, for the life of the process
 
 
 @contextlib.contextmanager
