@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import atexit
 import builtins
-import importlib.util
+import importlib.machinery
 import os
 import sys
 import threading
@@ -19,8 +19,9 @@ _FLUSH_SECONDS = 1.0
 
 
 def _origin(name: str) -> str | None:
+    """Where a top-level module would come from, looked up on sys.path without running any import hook."""
     try:
-        spec = importlib.util.find_spec(name)
+        spec = importlib.machinery.PathFinder.find_spec(name)
     except (ImportError, ValueError):
         return None
     if spec is None:

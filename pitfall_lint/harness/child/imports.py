@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.abc
-import importlib.util
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -12,18 +11,20 @@ _pending: dict[str, list[Callable[[Any], None]]] = {}
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
+    """Wraps the loader of a watched module; the callbacks leave the watch list only when the module is executed
+    (a mere `find_spec` call, by whoever, consumes nothing)."""
+
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        callbacks = _pending.pop(name, None)
-        if callbacks is None:
+        if name not in _pending:
             return None
-        spec = importlib.util.find_spec(name) if "." not in name else _find(name, path)
+        spec = _find(name, path)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
         execute = spec.loader.exec_module
 
         def exec_module(module: Any) -> None:
             execute(module)
-            for callback in callbacks:
+            for callback in _pending.pop(name, []):
                 try:
                     callback(module)
                 except Exception as error:  # a patch of ours must never break the program's import
@@ -36,6 +37,7 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 
 
 def _find(name: str, path: Any) -> Any:
+    """The spec the other finders give."""
     for finder in sys.meta_path:
         if isinstance(finder, _AfterImport):
             continue
