@@ -171,8 +171,10 @@ def test_a_hub_text_dataset_that_is_not_cached_gets_a_stand_in(tmp_path: Path) -
 @pytest.mark.parametrize(
     ("name", "stop", "reason"),
     [
-        ("exits_early.py", "the script exited at exits_early.py:21 with 'this job needs a node with 8 GPUs'",
-         "line 13 never ran: the script exited at exits_early.py:21 with 'this job needs a node with 8 GPUs'"),
+        ("exits_early.py", "the script exited at exits_early.py:21 with 'this job needs a node with 8 GPUs'; if it "
+         "wants more GPUs, --nproc N gives it N virtual ones",
+         "line 13 never ran: the script exited at exits_early.py:21 with 'this job needs a node with 8 GPUs'; if it "
+         "wants more GPUs, --nproc N gives it N virtual ones"),
         ("returns_early.py", None, "the run never exercised this pitfall (nothing ran it in parallel)"),
     ],
 )

@@ -16,7 +16,6 @@ from pitfall_lint.harness.record import RunRecord
 NEEDS_CUDA = re.compile(
     r"Torch not compiled with CUDA enabled|Found no NVIDIA driver|No CUDA GPUs are available|invalid device ordinal"
     r"|CUDA driver version is insufficient|no attribute '_cuda_setDevice'|ProcessGroupNCCL is only supported with GPUs"
-    r"|is not emulated on the virtual devices"
 )
 # Raised by launchers when a child failed: never the cause, always the echo of another failure.
 # SignalException: torch's launcher turning the SIGTERM of a stopped run into an exception.
@@ -134,6 +133,8 @@ def _crash(error: dict[str, Any], project_root: str, network_closed: bool) -> St
         kind, message = inner, rest
     if kind == "ModuleNotFoundError" and error.get("module"):
         return Stop(f"the script needs the module {error['module']!r}{where}", _install_hint(error["module"], project_root))
+    if "is not emulated on the virtual devices" in message:
+        return Stop(f"the run failed{where}: {message.partition(': run verify')[0]}", "run verify on a machine with N GPUs")
     if NEEDS_CUDA.search(error.get("message") or ""):
         return Stop(f"the code needs CUDA, which this run lacks{where} ({kind}: {message})", "run verify on a GPU machine")
     if network_closed and (_NETWORK.search(error.get("message") or "") or _NETWORK.search(kind or "")):
@@ -192,7 +193,7 @@ def _timeout(run: RunRecord, timeout: float) -> Stop:
     where = f" ({'; '.join(places[:4])})" if places else ""
     if steps:
         bounds = [b for e in run.of("arguments") for b in e.get("bounds", [])]
-        options = ", ".join(f"{b['option']} (now {b['value']})" for b in bounds[:3])
+        options = ", ".join(f"{b['option']} (now {b['value']})" for b in bounds[:4])
         hint = f"lower the work with the script's own options after `--`: {options}" if options else "raise --timeout or lower the script's epochs"
         return Stop(f"the run was still going after {max(steps.values())} optimizer steps when stopped at {timeout:g} s{where}", hint)
     return Stop(f"the run did not finish within {timeout:g} s{where}", "raise --timeout or lower --steps")

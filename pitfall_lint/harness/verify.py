@@ -49,6 +49,7 @@ class VerifyOptions:
     example: str | None = None
     script_args: tuple[str, ...] = ()
     allow_network: bool = False
+    selected: frozenset[str] = frozenset()  # the codes of the rules chosen (set by verify from its rules)
 
 
 @dataclass(frozen=True)
@@ -251,7 +252,7 @@ def verify(
         plan = replace(plan, model=next((c for c in calls if c), None) or {"class": classes[0]})
     device, device_note = _device_mode(options)
     probes = all_probes()
-    selected = {rule.info.code for rule in rules}
+    options = replace(options, selected=frozenset(rule.info.code for rule in rules))
     report = VerifyReport(path=path, plan=plan, mode="not run", notes=list(plan.notes))
     script_findings = [f for f in project.in_file(path) if f.code in probes]
     if plan.kind is None:
@@ -281,6 +282,15 @@ def verify(
         shutil.rmtree(scratch, ignore_errors=True)
     if outcome.interrupted:
         raise KeyboardInterrupt
+    _conclude(report, run, outcome, enclosure, options, project, source, findings, runnable, str(root))
+    return report
+
+
+def _conclude(report: VerifyReport, run: RunRecord, outcome: RunOutcome, enclosure: Enclosure, options: VerifyOptions,
+              project: ProjectFindings, source: _Source, findings: dict[int, Diagnostic], runnable: dict[int, Diagnostic],
+              root: str) -> None:
+    """From what the run recorded: the verdicts, the failures nothing explains, where it stopped short, and why."""
+    probes = all_probes()
     report.seconds = outcome.seconds
     report.isolation = enclosure.status.get("network", "")
     report.sealed = _describe_seal(enclosure)
@@ -288,18 +298,18 @@ def verify(
     report.notes += _notes(run, options)
     if source.notebook is not None:
         _mark_cells(run, source)
-    stop = stop_point(run, path, str(root), not options.allow_network, options.timeout, final_statement(source.tree))
-    explained = _judge(report, project, source, findings, runnable, run, plan, stop, probes, selected, outcome)
+    stop = stop_point(run, source.path, root, not options.allow_network, options.timeout, final_statement(source.tree))
+    explained = _judge(report, project, source, findings, runnable, run, report.plan, stop, probes,
+                       {code for code in probes if code in options.selected}, outcome)
     if stop is not None and stop.error in explained:
         stop = None  # the run ended with the failure a finding explains: that is the verdict, not a short run
     report.stop = stop.sentence() if stop else None
     report.unexplained = _unexplained(run, explained)
-    unprobed = [f for f in project.in_file(path) if f.code not in probes]
+    unprobed = [f for f in project.in_file(source.path) if f.code not in probes]
     if report.unexplained and unprobed:
         report.notes += [f"{_at(f)} has a {f.code} finding, which verify has no probe for: it may explain the failure"
                          for f in unprobed[:3]]
     report.failure = _run_failure(run, report, stop)
-    return report
 
 
 def _run(enclosure: Enclosure, plan: Plan, script: str, root: str, device: str, options: VerifyOptions, port: int,

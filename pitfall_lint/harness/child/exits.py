@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 from pitfall_lint.harness.child.events import TRACE_DIR, emit, project_file
 
 _REQUIRED = re.compile(r"the following arguments are required: (?P<names>.+)")
-_PROGRESS_WORDS = ("epoch", "iter", "step")
+_PROGRESS_WORDS = ("epoch", "iter", "step", "batch")
 _stacks: list[Any] = []  # the open file faulthandler writes into must stay open
 
 

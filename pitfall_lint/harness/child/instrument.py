@@ -236,7 +236,7 @@ def _watch_worker_processes() -> None:
     def run(self: Any) -> None:
         try:
             original(self)
-        except BaseException as error:
+        except Exception as error:  # sys.exit in a worker is its own choice, not a failure
             emit_error(error, where="process")
             raise
 

@@ -114,16 +114,18 @@ def _image_stand_in(original: type, name: str, spec: ImageSpec) -> type:
             self._pitfall_lint_spec = spec if name not in _FOLDERS else _FOLDER
             split = _split_of(self._pitfall_lint_spec, arguments) if name not in _FOLDERS else "train"
             self._pitfall_lint_length = self._pitfall_lint_spec.lengths.get(split, next(iter(self._pitfall_lint_spec.lengths.values())))
-            self.transform = arguments.get("transform")
-            self.target_transform = arguments.get("target_transform")
-            self.transforms = None
-            self.root = arguments.get("root")
-            self.classes = [str(i) for i in range(self._pitfall_lint_spec.classes)]
-            self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
             labels = [i % self._pitfall_lint_spec.classes for i in range(self._pitfall_lint_length)]
-            setattr(self, self._pitfall_lint_spec.labels_attribute, labels)
+            classes = [str(i) for i in range(self._pitfall_lint_spec.classes)]
+            attributes = {
+                "transform": arguments.get("transform"), "target_transform": arguments.get("target_transform"),
+                "transforms": None, "root": arguments.get("root"), "classes": classes,
+                "class_to_idx": {c: i for i, c in enumerate(classes)}, self._pitfall_lint_spec.labels_attribute: labels,
+            }
             if name in _FOLDERS:
-                self.samples = self.imgs = [(f"synthetic/{i}.jpg", label) for i, label in enumerate(labels)]
+                attributes["samples"] = attributes["imgs"] = [(f"synthetic/{i}.jpg", label) for i, label in enumerate(labels)]
+            for attribute, value in attributes.items():
+                if not isinstance(getattr(type(self), attribute, None), property):  # MNIST derives class_to_idx
+                    setattr(self, attribute, value)
             blocked = asked and _network_closed()
             size = "x".join(map(str, self._pitfall_lint_spec.size))
             where = user_place()
