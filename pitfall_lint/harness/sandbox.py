@@ -187,6 +187,16 @@ def _seal(layers: list[dict[str, str]], cwd: str) -> None:
     os.chdir(cwd)  # through the overlay: the old working folder is the one below it
 
 
+def _pass_on(child: int, number: int) -> None:
+    """A signal sent to our process group reached the child too: a second one would interrupt the stack dump it
+    writes on SIGTERM (faulthandler chains with SA_NODEFER), so only a child of another group gets it from us."""
+    try:
+        if os.getpgid(child) != os.getpgrp():
+            os.kill(child, number)
+    except ProcessLookupError:
+        pass
+
+
 def _init(command: list[str]) -> int:
     """PID 1 of the run's namespace: starts the command, passes on termination, reaps every orphan."""
     isolation.die_with_parent(signal.SIGKILL)
@@ -199,10 +209,7 @@ def _init(command: list[str]) -> int:
         os.execvp(command[0], command)
 
     def forward(number: int, frame: Any) -> None:
-        try:
-            os.kill(child, number)
-        except ProcessLookupError:
-            pass
+        _pass_on(child, number)
 
     for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(number, forward)
@@ -246,7 +253,7 @@ def main(argv: list[str]) -> int:
 
     def on_signal(number: int, frame: Any) -> None:
         if os.getppid() == spec["parent"]:
-            os.kill(child, number)  # verify stops the run: the command winds down
+            _pass_on(child, number)  # verify stops the run: the command winds down
             return
         # verify itself was killed: take the run and the scratch folder with it.
         os.kill(child, signal.SIGKILL)  # PID 1 of the namespace: the kernel kills the rest
