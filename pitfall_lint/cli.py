@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
-import threading
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -186,30 +185,30 @@ def check(
 
 
 class _Progress:
-    """An elapsed-time line on a terminal while the child runs; one plain line otherwise."""
+    """The run's phase, ranks, steps and elapsed time on one terminal line; nothing when stderr is redirected."""
 
     def __init__(self) -> None:
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._live = sys.stderr.isatty()
+        self._shown = False
 
-    def __call__(self, message: str) -> None:
-        if not sys.stderr.isatty():
-            click.echo(f"verify: {message}", err=True)
-            return
-        started = time.monotonic()
-
-        def tick() -> None:
-            while not self._stop.wait(0.25):
-                click.echo(f"\r\033[Kverify: {message} ... {time.monotonic() - started:.1f} s", err=True, nl=False)
-            click.echo("\r\033[K", err=True, nl=False)
-
-        self._thread = threading.Thread(target=tick, daemon=True)
-        self._thread.start()
+    def __call__(self, status: str) -> None:
+        if self._live:
+            click.echo(f"\r\033[Kverify: {status}", err=True, nl=False)
+            self._shown = True
 
     def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+        if self._shown:
+            click.echo("\r\033[K", err=True, nl=False)
+            self._shown = False
+
+
+def _interrupt_on_termination() -> None:
+    """SIGTERM takes the same way out as Ctrl-C: the run's processes stopped, the scratch folder removed."""
+
+    def interrupt(number: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
 
 
 @main.command()
@@ -220,6 +219,7 @@ class _Progress:
 @click.option("--timeout", default=180.0, show_default=True, help="Seconds before the run is stopped (its processes are killed).")
 @click.option("--steps", default=2, show_default=True, help="Optimizer steps per rank before data loading winds down (0: no limit).")
 @click.option("--example", default=None, help="Call this function of the file (returns (model, args[, kwargs])) instead of running it.")
+@click.option("--allow-network", is_flag=True, help="Let the run use the machine's network (downloads); loopback only otherwise.")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @_rule_selection
 def verify(
@@ -230,6 +230,7 @@ def verify(
     timeout: float,
     steps: int,
     example: str | None,
+    allow_network: bool,
     output_format: str,
     select: tuple[str, ...],
     extend_select: tuple[str, ...],
@@ -246,13 +247,15 @@ def verify(
     if kind is not None:
         _fail(f"{path}: not a regular file ({kind})")  # reading a named pipe would block forever
     try:
-        _, rules, _ = _load_selection(config_path, select, extend_select, ignore)
+        config, rules, _ = _load_selection(config_path, select, extend_select, ignore)
     except ConfigError as error:
         _fail(str(error))
-    options = VerifyOptions(nproc, device, timeout, steps, example, script_args)
+    settings = ProjectSettings(Excluder([*config.exclude, *config.extend_exclude], config.root), config.data_parallel)  # type: ignore[arg-type]
+    options = VerifyOptions(nproc, device, timeout, steps, example, script_args, allow_network)
     progress = _Progress()
+    _interrupt_on_termination()
     try:
-        report = run_verify(path, options, rules, progress)
+        report = run_verify(path, options, rules, progress, settings)
     except HarnessError as error:
         progress.close()
         _fail(str(error))

@@ -1,4 +1,5 @@
-"""How to run a file: as a script, through torch.distributed.run, or through its example function."""
+"""How to run a file: as a script, as N ranks of torch.distributed.run, through its example function, as a
+model file, or as a notebook."""
 
 from __future__ import annotations
 
@@ -12,49 +13,161 @@ from pitfall_lint.project.model import ProjectModel
 from pitfall_lint.source import SourceText
 
 DEFAULT_EXAMPLE = "pitfall_lint_example"
-_LAUNCHERS = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"})
-_DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign)
+_SPAWNERS = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"})
+_WORKERS = frozenset({
+    "multiprocessing.Process", "multiprocessing.Pool", "torch.multiprocessing.Process", "torch.multiprocessing.Pool",
+    "multiprocessing.get_context", "torch.multiprocessing.get_context", "concurrent.futures.ProcessPoolExecutor",
+})
+_DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign,
+                ast.AnnAssign, ast.AugAssign, ast.Pass)
+# Module-level calls of a model file that only configure things (sys.path.append, warnings.filterwarnings).
+_SETUP_MODULES = frozenset({"sys", "os", "warnings", "logging", "torch", "np", "numpy", "random", "matplotlib"})
+_LOCAL_RANK_OPTIONS = ("--local_rank", "--local-rank")
 
 
 @dataclass(frozen=True)
 class Plan:
-    kind: str | None  # "script", "distributed", "example", or None when nothing can run the file
+    kind: str | None  # "script", "distributed", "example", "model", "notebook", or None when nothing can run it
     reason: str
     example: str | None = None
+    local_rank_option: str | None = None  # the option each rank gets its local rank through, as launch passes it
+    model: dict[str, object] | None = None  # for a model file: the constructor call found in the project
 
 
-def _runs_something_at_import(tree: ast.Module) -> bool:
-    """A main guard, or statements beyond definitions: what `python FILE` would execute."""
-    for statement in tree.body:
-        if isinstance(statement, ast.If) and is_main_guard(statement.test):
-            return True
+def _is_setup_call(statement: ast.stmt) -> bool:
+    if not (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)):
+        return False
+    root = statement.value.func
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    return isinstance(root, ast.Name) and root.id in _SETUP_MODULES and root is not statement.value.func
+
+
+def _only_definitions(body: list[ast.stmt]) -> bool:
+    """Statements that define (imports, classes, constants, an optional-import `try`): a module, not a program."""
+    for statement in body:
         if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
             continue  # a docstring
-        if not isinstance(statement, _DEFINITIONS):
-            return True
-    return False
+        if isinstance(statement, ast.Try):
+            blocks = [statement.body, statement.orelse, statement.finalbody, *(h.body for h in statement.handlers)]
+            if all(_only_definitions(block) for block in blocks):
+                continue
+            return False
+        if isinstance(statement, ast.If) and not is_main_guard(statement.test):
+            if _only_definitions(statement.body) and _only_definitions(statement.orelse):
+                continue
+            return False
+        if not isinstance(statement, _DEFINITIONS) and not _is_setup_call(statement):
+            return False
+    return True
 
 
-def _launches_itself(ctx: FileContext) -> bool:
-    return any(
-        isinstance(node, ast.Call) and ctx.qualified_name(node.func, []) in _LAUNCHERS for node in ast.walk(ctx.tree)
-    )
+def _calls(ctx: FileContext, names: frozenset[str]) -> list[str]:
+    return [
+        qualified for node in ast.walk(ctx.tree)
+        if isinstance(node, ast.Call) and (qualified := ctx.qualified_name(node.func, []) or "") in names
+    ]
+
+
+def _local_rank_option(tree: ast.Module) -> str | None:
+    """`parser.add_argument("--local_rank", ...)`: the spelling the script accepts."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument":
+            for argument in node.args:
+                if isinstance(argument, ast.Constant) and argument.value in _LOCAL_RANK_OPTIONS:
+                    return argument.value
+    return None
+
+
+def _module_classes(ctx: FileContext) -> list[str]:
+    """Classes of the file whose bases name a torch module (`nn.Module`, `torch.nn.Module`, an nn layer)."""
+    found = []
+    for statement in ctx.tree.body:
+        if isinstance(statement, ast.ClassDef):
+            for base in statement.bases:
+                qualified = ctx.qualified_name(base, []) or ""
+                if qualified.startswith("torch.nn.") or ast.unparse(base).endswith("Module"):
+                    found.append(statement.name)
+                    break
+    return found
+
+
+def _context(path: str, data: bytes, tree: ast.Module) -> FileContext:
+    """The file on its own: what it runs and defines is read from it alone."""
+    return FileContext(path, tree, SourceText(data), ProjectModel.single_file(path, data).view(path))
 
 
 def plan_run(path: str, data: bytes, tree: ast.Module, example: str | None) -> Plan:
-    ctx = FileContext(path, tree, SourceText(data), ProjectModel.single_file(path, data).view(path))
+    ctx = _context(path, data, tree)
     functions = {s.name for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
     if example is not None:
         if example not in functions:
             return Plan(None, f"there is no module-level function {example}() in {path}")
         return Plan("example", f"{example}() builds the model and its inputs", example)
-    if _runs_something_at_import(tree):
-        if sets_up_distributed(ctx) and not _launches_itself(ctx):
-            return Plan("distributed", "it sets up distributed training, so it runs as N ranks under torch.distributed.run")
+    if path.endswith(".ipynb"):
+        return Plan("notebook", "it is a notebook: its code cells run in order, in one fresh interpreter, as in Jupyter")
+    if not _only_definitions(tree.body):
+        spawners = _calls(ctx, _SPAWNERS)
+        workers = _calls(ctx, _WORKERS)
+        if sets_up_distributed(ctx) and not spawners and not workers:
+            return Plan("distributed", "it sets up distributed training, so it runs as N ranks under torch.distributed.run",
+                        local_rank_option=_local_rank_option(tree))
+        if sets_up_distributed(ctx) and workers and not spawners:
+            started = workers[0].rpartition(".")[2]
+            return Plan("script", f"it starts its own worker processes ({started}), so it runs once as `python FILE` "
+                        "and its workers are the ranks")
         return Plan("script", "it has an entry point, so it runs as `python FILE` would")
     if DEFAULT_EXAMPLE in functions:
         return Plan("example", f"{DEFAULT_EXAMPLE}() builds the model and its inputs", DEFAULT_EXAMPLE)
+    classes = _module_classes(ctx)
+    if classes:
+        return Plan("model", f"it defines modules ({', '.join(classes[:3])}) and no entry point: verify builds one and "
+                    "runs it N-way in nn.DataParallel", example=None)
     return Plan(
         None,
         f"no entry point ran this module: add `{DEFAULT_EXAMPLE}()` returning (model, args) or (model, args, kwargs)",
     )
+
+
+def constructor_call(classes: list[str], paths: list[str]) -> dict[str, object] | None:
+    """The first call in the project that builds one of `classes` with literal arguments: how the training
+    script builds the model, so that verify builds it the same way."""
+    wanted = set(classes)
+    for path in paths:
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except OSError:
+            continue
+        if not any(name.encode() in data for name in wanted):
+            continue
+        try:
+            tree = ast.parse(data)
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+            if name not in wanted:
+                continue
+            try:
+                args = [ast.literal_eval(a) for a in node.args]
+                kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg is not None}
+            except (ValueError, SyntaxError, TypeError):
+                continue
+            if any(k.arg is None for k in node.keywords):
+                continue
+            return {"class": name, "args": args, "kwargs": kwargs, "source": f"{path}:{node.lineno}"}
+    return None
+
+
+def model_classes(path: str, data: bytes, tree: ast.Module) -> list[str]:
+    """The file's modules, the whole model first: classes no other class of the file builds, the last defined first."""
+    classes = _module_classes(_context(path, data, tree))
+    bodies = {s.name: s for s in tree.body if isinstance(s, ast.ClassDef)}
+    built = {
+        node.func.id for name in classes for node in ast.walk(bodies[name])
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id != name
+    }
+    return [c for c in reversed(classes) if c not in built] + [c for c in classes if c in built]

@@ -7,6 +7,7 @@ import linecache
 from typing import TextIO
 
 from pitfall_lint import __version__
+from pitfall_lint.diagnostic import Diagnostic
 from pitfall_lint.harness.verify import VerifyReport
 
 
@@ -15,7 +16,12 @@ def _frame(frame: dict | None) -> str:
         return ""
     text = frame.get("code") or linecache.getline(frame["file"], frame["line"])
     code = f": {text.strip()}" if text.strip() else ""
-    return f"at {frame['file']}:{frame['line']} in {frame['function']}{code}"
+    line = f"cell {frame['cell']}:{frame['cell_line']}" if frame.get("cell") else frame["line"]
+    return f"at {frame['file']}:{line} in {frame['function']}{code}"
+
+
+def _place(finding: Diagnostic) -> str:
+    return f"{finding.path}:cell {finding.cell}:{finding.line}" if finding.cell is not None else f"{finding.path}:{finding.line}"
 
 
 def write_text(report: VerifyReport, out: TextIO) -> None:
@@ -24,11 +30,19 @@ def write_text(report: VerifyReport, out: TextIO) -> None:
     if report.scratch:
         out.write(f"  run {report.outcome}; checkpoints were redirected to {report.scratch} (deleted)\n")
         out.write(f"  network: {report.isolation}\n")
+        out.write(f"  files: {report.sealed}; " + (
+            f"the run wrote {len(report.written)} file(s), none of them kept: {', '.join(report.written[:8])}"
+            + (" ..." if len(report.written) > 8 else "") if report.written else "the run wrote nothing there") + "\n")
+    if report.stop:
+        out.write(f"  stopped short: {report.stop}\n")
     for note in report.notes:
         out.write(f"  note: {note}\n")
     for verdict in report.verdicts:
         f = verdict.finding
-        out.write(f"{f.path}:{f.line}: {f.code} {verdict.status}\n")
+        found = " (found at run time)" if verdict.runtime_only else ""
+        out.write(f"{_place(f)}: {f.code} {verdict.status}{found}\n")
+        if verdict.runtime_only:
+            out.write(f"    {f.message}\n")
         evidence = verdict.evidence
         if evidence.error_type:
             out.write(f"    {evidence.error_type}: {evidence.message}\n")
@@ -52,10 +66,14 @@ def write_json(report: VerifyReport, out: TextIO) -> None:
         "version": __version__,
         "path": report.path,
         "run": report.plan.kind,
+        "why": report.plan.reason,
         "mode": report.mode,
         "seconds": round(report.seconds, 2),
         "outcome": report.outcome,
         "network": report.isolation,
+        "files": report.sealed,
+        "written": report.written,
+        "stop": report.stop,
         "notes": report.notes,
         "findings": [
             {
@@ -63,7 +81,9 @@ def write_json(report: VerifyReport, out: TextIO) -> None:
                 "name": v.finding.name,
                 "path": v.finding.path,
                 "line": v.finding.line,
+                "cell": v.finding.cell,
                 "status": v.status,
+                "found_at_run_time": v.runtime_only,
                 "evidence": v.evidence.as_dict(),
                 "mode": v.mode,
                 "seconds": v.seconds,

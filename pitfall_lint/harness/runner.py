@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 _PR_SET_CHILD_SUBREAPER = 36
 _GRACE_SECONDS = 3.0
+_POLL_SECONDS = 0.25
 
 
 @dataclass(frozen=True)
@@ -26,9 +27,9 @@ class RunOutcome:
     returncode: int | None
     timed_out: bool
     interrupted: bool
+    stopped: str | None  # why the run was stopped before its end, when something made waiting pointless
     seconds: float
     output: str
-    isolation: str  # how the network was confined, in words
     leftovers: tuple[int, ...]  # processes still alive after the clean-up: empty unless something defied SIGKILL
 
 
@@ -100,33 +101,34 @@ def run_guarded(
     timeout: float,
     env: dict[str, str],
     cwd: str,
-    isolate_network: bool,
-    preexec: Callable[[], None] | None = None,
+    watch: Callable[[], str | None] = lambda: None,
 ) -> RunOutcome:
+    """Runs the command to its end, its timeout, Ctrl-C, or until `watch` (called four times a second) gives a
+    reason to stop it early."""
     _become_subreaper()
-    isolation = "loopback-only network namespace" if isolate_network else "none requested"
     started = time.monotonic()
     with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as log:
-        try:
-            process = subprocess.Popen(
-                list(command), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=env, cwd=cwd, start_new_session=True, preexec_fn=preexec if isolate_network else None,
-            )
-        except subprocess.SubprocessError as error:
-            # The namespace could not be made here (no user namespaces, no capability): run unconfined.
-            isolation = f"unavailable ({error}); torch's rendezvous store listened on all interfaces"
-            process = subprocess.Popen(
-                list(command), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=env, cwd=cwd, start_new_session=True,
-            )
+        process = subprocess.Popen(
+            list(command), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env=env, cwd=cwd, start_new_session=True,
+        )
         timed_out = interrupted = False
+        stopped: str | None = None
         try:
-            process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+            while process.poll() is None:
+                if time.monotonic() - started > timeout:
+                    timed_out = True
+                    break
+                stopped = watch()
+                if stopped:
+                    break
+                try:
+                    process.wait(timeout=_POLL_SECONDS)
+                except subprocess.TimeoutExpired:
+                    pass
         except KeyboardInterrupt:
             interrupted = True
-        if timed_out or interrupted:
+        if timed_out or interrupted or stopped:
             _kill_group(process.pid, signal.SIGTERM)
             try:
                 process.wait(timeout=_GRACE_SECONDS)
@@ -138,11 +140,11 @@ def run_guarded(
         log.seek(0)
         output = log.read()
     return RunOutcome(
-        returncode=None if timed_out else process.returncode,
+        returncode=None if timed_out or stopped else process.returncode,
         timed_out=timed_out,
         interrupted=interrupted,
+        stopped=stopped,
         seconds=time.monotonic() - started,
         output=output,
-        isolation=isolation,
         leftovers=tuple(live_descendants()),
     )

@@ -1,9 +1,11 @@
-"""`pitfall-lint verify`: static check, then the file run in parallel in a guarded child, then verdicts."""
+"""`pitfall-lint verify`: static check of the project, then the file run in parallel in an enclosure, then verdicts."""
 
 from __future__ import annotations
 
 import ast
 import importlib.util
+import json
+import linecache
 import os
 import re
 import shutil
@@ -11,27 +13,28 @@ import socket
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pitfall_lint.checking import ProjectSettings
 from pitfall_lint.diagnostic import Diagnostic
-from pitfall_lint.engine import Engine
-from pitfall_lint.harness import isolation
-from pitfall_lint.harness.planning import Plan, plan_run
+from pitfall_lint.files import Excluder
+from pitfall_lint.harness.monitor import Monitor
+from pitfall_lint.harness.planning import Plan, constructor_call, model_classes, plan_run
 from pitfall_lint.harness.probes import all_probes
-from pitfall_lint.harness.probes.base import Launch, last_line
+from pitfall_lint.harness.probes.base import Command, Launch, last_line, same_file
+from pitfall_lint.harness.project import ProjectFindings, check_project, project_root
+from pitfall_lint.harness.reasons import ECHOES, Stop, final_statement, stop_point
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord, Status
-from pitfall_lint.harness.runner import run_guarded
+from pitfall_lint.harness.runner import RunOutcome, run_guarded
+from pitfall_lint.harness.sandbox import SEAL_UNAVAILABLE, Enclosure
+from pitfall_lint.notebook import NotebookError, NotebookSource, read_notebook
 from pitfall_lint.rules.base import Rule
-from pitfall_lint.source import SourceText
 from pitfall_lint.suppress import is_suppressed
 
 SHIM = str(Path(__file__).resolve().parent / "shim")
-_NEEDS_CUDA = re.compile(
-    r"Torch not compiled with CUDA enabled|Found no NVIDIA driver|No CUDA GPUs are available|invalid device ordinal"
-    r"|CUDA driver version is insufficient|no attribute '_cuda_setDevice'|ProcessGroupNCCL is only supported with GPUs"
-)
+NO_NAMESPACES = "PITFALL_LINT_NO_NAMESPACES"  # "1": run as where namespaces are not permitted (tests of the fallback)
 
 
 class HarnessError(Exception):
@@ -46,6 +49,8 @@ class VerifyOptions:
     steps: int = 2
     example: str | None = None
     script_args: tuple[str, ...] = ()
+    allow_network: bool = False
+    selected: frozenset[str] = frozenset()  # the codes of the rules chosen (set by verify from its rules)
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,7 @@ class Verdict:
     evidence: Evidence
     mode: str
     seconds: float
+    runtime_only: bool = False  # found by the run, with no static finding behind it
 
 
 @dataclass
@@ -64,13 +70,15 @@ class VerifyReport:
     mode: str
     seconds: float = 0.0
     isolation: str = ""
+    sealed: str = ""
+    written: list[str] = field(default_factory=list)
     scratch: str = ""
     outcome: str = "not run"
     notes: list[str] = field(default_factory=list)
     verdicts: list[Verdict] = field(default_factory=list)
     unexplained: list[dict[str, Any]] = field(default_factory=list)
-
-    # Why the run could not be judged (timeout, a crash no finding explains, no GPU), in one line.
+    stop: str | None = None  # where and why the run ended short of its end
+    # Why the run could not be judged (timeout, a crash no finding explains, a finding not run), in one line.
     failure: str | None = None
 
     @property
@@ -92,199 +100,427 @@ def _free_loopback_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _device_mode(options: VerifyOptions) -> tuple[str, str]:
-    gpus = visible_gpus()
+def _device_mode(options: VerifyOptions, command: Command) -> tuple[str, str]:
+    """Real GPUs when each node of the run has enough of them, else virtual ones."""
+    gpus, unit = visible_gpus(), _cuda_devices(command.devices) + (" per node" if command.nodes > 1 else "")
     if options.device == "cpu":
-        return "cpu", "CPU reproduction (--device cpu)"
-    if gpus >= options.nproc:
-        return "cuda", f"{options.nproc} real CUDA devices"
+        return "cpu", f"{command.devices} virtual {unit} on the CPU (--device cpu)"
+    if gpus >= command.devices:
+        return "cuda", f"{command.devices} real {unit}"
     if options.device == "cuda":
-        raise HarnessError(f"--device cuda needs {options.nproc} CUDA devices, {gpus} visible")
-    return "cpu", f"CPU reproduction: {gpus} CUDA device(s) visible, fewer than {options.nproc}"
+        raise HarnessError(f"--device cuda needs {command.devices} {unit}, {gpus} visible")
+    return "cpu", f"{command.devices} virtual {unit} on the CPU ({gpus} real one(s) visible, fewer than {command.devices})"
 
 
-def _command(plan: Plan, script: str, options: VerifyOptions, port: int) -> tuple[list[str], str]:
+def _cuda_devices(count: int) -> str:
+    return "CUDA device" if count == 1 else "CUDA devices"
+
+
+def _command(plan: Plan, script: str, options: VerifyOptions, port: int, probed: dict[str, list[Diagnostic]]) -> Command:
+    """How the run starts; for a distributed script, the first probe that needs the ranks started another way (another
+    launcher, two nodes) chooses."""
     python = sys.executable
-    if plan.kind == "example":
-        return [python, "-m", "pitfall_lint.harness.child.run_example", script, str(plan.example)], (
-            f"{options.nproc}-way DataParallel around {plan.example}()"
-        )
+    if plan.kind in ("example", "model"):
+        target = plan.example or "-"
+        what = f"{options.nproc}-way DataParallel around " + (f"{plan.example}()" if plan.example else "the file's module")
+        return Command([python, "-m", "pitfall_lint.harness.child.run_example", script, target], what, options.nproc)
+    if plan.kind == "notebook":
+        return Command([python, "-m", "pitfall_lint.harness.child.run_notebook", script], "the notebook's cells in order",
+                       options.nproc)
     if plan.kind == "distributed":
-        launcher = [
-            python, "-m", "torch.distributed.run", "--nnodes=1", f"--nproc-per-node={options.nproc}",
-            "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", "--local-addr=127.0.0.1",
-            "--max-restarts=0", "--monitor-interval=0.5",
-        ]
-        return [*launcher, "-m", "pitfall_lint.harness.child.run_script", script, *options.script_args], (
-            f"{options.nproc} ranks under torch.distributed.run"
+        launch = Launch(script, options.nproc, port, options.script_args)
+        probes = all_probes()
+        wanted = (probes[code].launch(own, launch) for code, own in probed.items() if own)
+        return next((w for w in wanted if w is not None), None) or Command(
+            launch.agent("torch.distributed.run", 1, options.nproc), f"{options.nproc} ranks under torch.distributed.run",
+            options.nproc,
         )
-    return [python, "-m", "pitfall_lint.harness.child.run_script", script, *options.script_args], (
-        f"the script, with nn.DataParallel {options.nproc}-way"
-    )
+    return Command([python, "-m", "pitfall_lint.harness.child.run_script", script, *options.script_args],
+                   f"the script, with nn.DataParallel {options.nproc}-way", options.nproc)
 
 
-def _environment(scratch: Path, script: str, device: str, options: VerifyOptions, port: int) -> dict[str, str]:
+def _environment(scratch: Path, script: str, root: str, device: str, devices: int, options: VerifyOptions, port: int,
+                 plan: Plan) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [SHIM, str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH")]))
+    (scratch / "tmp").mkdir(exist_ok=True)
     env.update(
         PITFALL_LINT_TRACE_DIR=str(scratch / "trace"),
         PITFALL_LINT_SCRATCH=str(scratch),
         PITFALL_LINT_SCRIPT=script,
+        PITFALL_LINT_PROJECT=root,
         PITFALL_LINT_DEVICE=device,
         PITFALL_LINT_NPROC=str(options.nproc),
         PITFALL_LINT_STEPS=str(options.steps),
+        PITFALL_LINT_NETWORK="host" if options.allow_network else "loopback",
         PYTHONUNBUFFERED="1",
         MASTER_ADDR="127.0.0.1",
         MASTER_PORT=str(port),
         GLOO_SOCKET_IFNAME="lo",
         NCCL_SOCKET_IFNAME="lo",
         TP_SOCKET_IFNAME="lo",
+        TMPDIR=str(scratch / "tmp"),  # torch's launcher makes its torchelastic_* folders here
+        HF_DATASETS_OFFLINE="0" if options.allow_network else "1",
+        HF_HUB_OFFLINE="0" if options.allow_network else "1",
     )
+    if plan.local_rank_option:
+        env["PITFALL_LINT_LOCAL_RANK_OPTION"] = plan.local_rank_option
+    if plan.model is not None:
+        env["PITFALL_LINT_MODEL"] = json.dumps(plan.model)
     if env.get("TORCH_DISTRIBUTED_DEBUG") == "DETAIL":
         env["TORCH_DISTRIBUTED_DEBUG"] = "INFO"  # DETAIL segfaults in DDP set-up on CPU builds
     if device == "cuda" and "CUDA_VISIBLE_DEVICES" not in env:
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(options.nproc))
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(devices))
+    if device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""  # the virtual devices stand for all of them: no real one gets mixed in
     return env
 
 
-def _static_findings(path: str, data: bytes, rules: list[type[Rule]]) -> list[Diagnostic]:
-    result = Engine(rules).check_source(path, data)
-    if result.internal_error:
-        raise HarnessError(f"{path}: {result.internal_error}")
-    parse_errors = [d for d in result.diagnostics if d.code == "PFL000"]
-    if parse_errors:
-        raise HarnessError(f"{path}: {parse_errors[0].message}")
-    return list(result.diagnostics)
+@dataclass
+class _Source:
+    """The file verify runs, as Python: a notebook's cells joined, its findings' lines counted in the join."""
+
+    path: str
+    tree: ast.Module
+    notebook: NotebookSource | None
+
+    def run_line(self, finding: Diagnostic) -> Diagnostic:
+        """The finding with its line as the run counts it (in a notebook: the joined cells)."""
+        if self.notebook is None or finding.cell is None:
+            return finding
+        joined = self.notebook.origins.index((finding.cell, finding.line)) + 1
+        return replace(finding, line=joined, end_line=joined, cell=None)
 
 
-def _why_not_run(run: RunRecord, plan: Plan, finding: Diagnostic, timeout: float) -> str:
-    needs_cuda = next((e for e in run.errors if _NEEDS_CUDA.search(e.get("message") or "")), None)
-    if needs_cuda is None and _NEEDS_CUDA.search(run.output):
-        needs_cuda = {"type": "RuntimeError", "message": _NEEDS_CUDA.search(run.output)[0]}  # type: ignore[index]
-    if needs_cuda is not None:
-        return f"the code needs CUDA, which this run lacks ({needs_cuda['type']}: {last_line(needs_cuda['message'])}); run verify on a GPU machine"
-    if run.timed_out:
-        return f"the run did not finish within {timeout:g} s and was stopped; raise --timeout or lower --steps"
-    if finding.line not in run.lines:
-        hint = " (is it reached from the entry point?)" if plan.kind != "example" else ""
-        return f"line {finding.line} never ran{hint}"
-    failure = next(iter(run.errors), None)
-    if failure is not None:
-        return f"the run failed before the pitfall could show: {failure['type']}: {last_line(failure['message'])}"
-    return "the run never exercised this pitfall (nothing ran it in parallel)"
+def _scratch_outside(sealed: list[str]) -> Path:
+    """The scratch folder, outside every folder the overlays seal (an overlay cannot hold its own upper layer)."""
+    for base in (tempfile.gettempdir(), "/var/tmp", os.path.expanduser("~/.cache")):
+        real = os.path.realpath(base)
+        if os.path.isdir(real) and os.access(real, os.W_OK) and not any(
+                real == os.path.realpath(f) or real.startswith(os.path.realpath(f) + "/") for f in sealed):
+            return Path(tempfile.mkdtemp(prefix="pitfall-lint-verify-", dir=real))
+    return Path(tempfile.mkdtemp(prefix="pitfall-lint-verify-"))
 
 
-def _describe_outcome(returncode: int | None, timed_out: bool, timeout: float) -> str:
-    if timed_out:
-        return f"stopped after {timeout:g} s (timeout)"
-    return "finished without a failure" if returncode == 0 else f"failed (exit code {returncode})"
+def _mark_cells(run: RunRecord, source: _Source) -> None:
+    """Lines of the notebook, as the run counted them (the cells joined), also given as cell and line for people."""
+    assert source.notebook is not None
+    real = os.path.realpath(source.path)
+    places = [e for e in run.events if e.get("file") and e.get("line")]
+    for event in run.events:
+        places += [p for p in (event.get("place"), event.get("user_frame")) if isinstance(p, dict)]
+        places += event.get("frames") or []
+    for place in places:
+        if os.path.realpath(place.get("file") or "") == real and isinstance(place.get("line"), int):
+            place["cell"], place["cell_line"] = source.notebook.origin(place["line"])
+
+
+def _read_source(path: str) -> tuple[bytes, _Source]:
+    try:
+        data = Path(path).read_bytes()
+    except OSError as error:
+        raise HarnessError(f"{path}: cannot read: {error.strerror or error}") from None
+    notebook = None
+    text = data
+    if path.endswith(".ipynb"):
+        try:
+            notebook = read_notebook(data)
+        except NotebookError as error:
+            raise HarnessError(f"{path}: {error}") from None
+        text = notebook.text.encode("utf-8")
+        # The lines the run reports are those of the joined cells: that is the text their file name shows.
+        linecache.cache[path] = (len(text), None, notebook.text.splitlines(True), path)
+        linecache.cache[os.path.realpath(path)] = linecache.cache[path]
+    try:
+        tree = ast.parse(text, filename=path)
+    except (SyntaxError, ValueError) as error:
+        raise HarnessError(f"{path}: cannot parse: {getattr(error, 'msg', error)}") from None
+    return data, _Source(path, tree, notebook)
 
 
 def verify(
-    path: str, options: VerifyOptions, rules: list[type[Rule]], progress: Callable[[str], None] = lambda _: None
+    path: str, options: VerifyOptions, rules: list[type[Rule]], progress: Callable[[str], None] = lambda _: None,
+    settings: ProjectSettings | None = None,
 ) -> VerifyReport:
     if importlib.util.find_spec("torch") is None:
         raise HarnessError("verify needs torch: install a CPU or CUDA build of torch in this environment")
     if options.nproc < 2:
         raise HarnessError("--nproc must be at least 2: a pitfall of parallel training needs two replicas or ranks")
-    try:
-        data = Path(path).read_bytes()
-    except OSError as error:
-        raise HarnessError(f"{path}: cannot read: {error.strerror or error}") from None
-    findings = _static_findings(path, data, rules)
-    plan = plan_run(path, data, ast.parse(data), options.example)
-    device, device_note = _device_mode(options)
+    data, source = _read_source(path)
+    plan = plan_run(path, data, source.tree, options.example)
+    root, marked = project_root(path)
+    settings = settings or ProjectSettings(Excluder((), root))
+    if plan.kind in ("example", "model") and settings.data_parallel == "auto":
+        # The run wraps the file's module in DataParallel itself: the DataParallel rules see it reached, as by a wrap.
+        settings = replace(settings, data_parallel="always")
+    progress(f"checking the project {root}")
+    project = check_project(root, path, rules, settings, flat=not marked)
+    if os.path.realpath(path) in project.errors:
+        raise HarnessError(f"{path}: {project.errors[os.path.realpath(path)]}")
+    if plan.kind == "model":
+        classes = model_classes(path, data, source.tree)
+        calls = (constructor_call([name], project.paths) for name in classes)
+        plan = replace(plan, model=next((c for c in calls if c), None) or {"class": classes[0]})
     probes = all_probes()
-    probed = [f for f in findings if f.code in probes]
+    options = replace(options, selected=frozenset(rule.info.code for rule in rules))
     report = VerifyReport(path=path, plan=plan, mode="not run")
+    script_findings = [f for f in project.in_file(path) if f.code in probes]
+    port = _free_loopback_port()
+    probed = {code: [f for f in script_findings if f.code == code] for code in probes}
+
+    def start(script: str) -> Command:
+        return _command(plan, script, options, port, probed)
+
+    script = os.path.abspath(path)
+    device, device_note = _device_mode(options, start(script))
     if plan.kind is None:
-        report.verdicts = [Verdict(f, "not-run", Evidence(plan.reason), "not run", 0.0) for f in probed]
+        report.verdicts = [Verdict(f, "not-run", Evidence(plan.reason), "not run", 0.0) for f in script_findings]
         report.failure = f"{path}: {plan.reason}"
         return report
-    script = os.path.abspath(path)
-    scratch = Path(tempfile.mkdtemp(prefix="pitfall-lint-verify-"))
+    scratch = _scratch_outside([str(root), os.getcwd(), os.path.expanduser("~")])
     (scratch / "trace").mkdir()
-    port = _free_loopback_port()
-    command, what = _command(plan, script, options, port)
-    if plan.kind == "distributed":  # a probe may need the ranks started another way (a launcher, two nodes)
-        launch = Launch(script, options.nproc, port, options.script_args)
-        wanted = (probe.launch(own, launch) for code, probe in probes.items() if (own := [f for f in probed if f.code == code]))
-        command, what = next((w for w in wanted if w is not None), (command, what))
-    source_lines = data.decode("utf-8", errors="replace").splitlines()
+    report.mode = f"{plan.kind}: {start(script).what}; {device_note}"
+    report.scratch = str(scratch)
+    runnable = {id(f): source.run_line(f) for file in project.by_file.values() for f in file if f.code in probes}
+    findings = {id(f): f for file in project.by_file.values() for f in file if f.code in probes}
     requested: dict[str, str] = {}
     for code, probe in probes.items():
-        requested.update(probe.environment([f for f in probed if f.code == code], source_lines))
-    report.mode = f"{plan.kind}: {what}; {device_note}"
-    report.scratch = str(scratch)
-    progress(f"running {path} ({report.mode})")
+        requested.update(probe.environment([runnable[i] for i, f in findings.items() if f.code == code]))
+    enclosure = Enclosure.around(scratch, [str(root), os.getcwd(), os.path.expanduser("~")], not options.allow_network)
     try:
-        outcome = run_guarded(
-            command, timeout=options.timeout, env={**_environment(scratch, script, device, options, port), **requested},
-            cwd=os.getcwd(), isolate_network=True, preexec=isolation.enter_loopback_only_namespace,
-        )
-        run = RunRecord.read(script, scratch / "trace", outcome.output, outcome.returncode, outcome.timed_out)
+        if not marked:
+            requested["PITFALL_LINT_PROJECT_FLAT"] = "1"
+        outcome = _run(enclosure, plan, start, script, str(root), device, options, port, requested, scratch, progress)
+        run = RunRecord.read(script, scratch / "trace", outcome.output, outcome.returncode, outcome.timed_out,
+                             enclosure.outside, outcome.stopped)
+        report.written = enclosure.written()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if outcome.interrupted:
         raise KeyboardInterrupt
-    report.seconds = outcome.seconds
-    report.isolation = outcome.isolation
-    report.outcome = _describe_outcome(outcome.returncode, outcome.timed_out, options.timeout)
-    report.outcome += "; no process left behind" if not outcome.leftovers else f"; processes {list(outcome.leftovers)} survived SIGKILL"
-    report.notes += [f"the script asked for {e['requested']}; it got gloo (no GPUs for it)" for e in run.of("backend")][:1]
-    explained: set[int] = set()
-    for finding in probed:
-        probe = probes[finding.code]
-        judgement: Judgement | None = None
-        if plan.kind in probe.kinds and finding.line in run.lines:
-            judgement = probe.judge(finding, run)
-        if judgement is None:
-            judgement = Judgement("not-run", Evidence(_why_not_run(run, plan, finding, options.timeout)))
-        explained.update(judgement.explains)
-        report.verdicts.append(Verdict(finding, judgement.status, judgement.evidence, report.mode, round(outcome.seconds, 2)))
-    text = SourceText(data)
-    for probe in probes.values():
-        for finding, judgement in probe.observe(path, run):
-            if is_suppressed(finding.code, text.line(finding.line)):
-                continue
-            explained.update(judgement.explains)
-            report.verdicts.append(Verdict(finding, judgement.status, judgement.evidence, report.mode, round(outcome.seconds, 2)))
-    report.unexplained = _unexplained(run, explained)
-    report.failure = _run_failure(run, report, options.timeout, explained)
+    _conclude(report, run, outcome, enclosure, options, project, source, findings, runnable, str(root))
     return report
 
 
-def _run_failure(run: RunRecord, report: VerifyReport, timeout: float, explained: set[int]) -> str | None:
-    if run.timed_out:
-        return f"{report.path}: the run did not finish within {timeout:g} s; it was stopped and its processes killed"
-    # A device error that a finding explains (a rank picking a device its node lacks) is that finding's evidence.
-    errors = [e for i, e in enumerate(run.errors) if i not in explained]
-    needs_cuda = next((e for e in errors if _NEEDS_CUDA.search(e.get("message") or "")), None)
-    if needs_cuda is not None:
-        return f"{report.path}: needs CUDA, which this run lacks: {needs_cuda['type']}: {last_line(needs_cuda['message'])}"
-    if report.unexplained:
-        first = report.unexplained[0]
-        frame = first.get("user_frame")
-        where = f" (line {frame['line']})" if frame else ""
-        return f"{report.path}: the run failed{where}: {first['type']}: {first['message']}"
+def _conclude(report: VerifyReport, run: RunRecord, outcome: RunOutcome, enclosure: Enclosure, options: VerifyOptions,
+              project: ProjectFindings, source: _Source, findings: dict[int, Diagnostic], runnable: dict[int, Diagnostic],
+              root: str) -> None:
+    """From what the run recorded: the verdicts, the failures nothing explains, where it stopped short, and why."""
+    probes = all_probes()
+    report.seconds = outcome.seconds
+    report.isolation = enclosure.status.get("network", "")
+    report.sealed = _describe_seal(enclosure)
+    report.outcome = _describe_outcome(outcome, options.timeout)
+    report.notes += _notes(run, options)
+    if source.notebook is not None:
+        _mark_cells(run, source)
+    stop = stop_point(run, source.path, root, not options.allow_network, options.timeout, final_statement(source.tree))
+    explained, ended_by_finding = _judge(report, project, source, findings, runnable, run, report.plan, stop, probes,
+                                         {code for code in probes if code in options.selected}, outcome)
+    if ended_by_finding:
+        stop = None  # the run ended with the failure a finding explains: that is the verdict, not a short run
+    report.stop = stop.sentence() if stop else None
+    report.unexplained = _unexplained(run, explained)
+    unprobed = [f for f in project.in_file(source.path) if f.code not in probes]
+    if report.unexplained and unprobed:
+        report.notes += [f"{_at(f)} has a {f.code} finding, which verify has no probe for: it may explain the failure"
+                         for f in unprobed[:3]]
+    report.failure = _run_failure(run, report, stop)
+
+
+def _run(enclosure: Enclosure, plan: Plan, start: Callable[[str], Command], script: str, root: str, device: str,
+         options: VerifyOptions, port: int, requested: dict[str, str], scratch: Path,
+         progress: Callable[[str], None]) -> RunOutcome:
+    """The run in its enclosure; where folders cannot be sealed in place, again in a scratch copy of them."""
+    monitor = Monitor(scratch / "trace")
+
+    def watch() -> str | None:
+        stop = monitor.poll()
+        progress(monitor.status())
+        return stop
+
+    cwd = os.getcwd()
+    if os.environ.get(NO_NAMESPACES) != "1":
+        command = start(script)
+        env = {**_environment(scratch, script, root, device, command.devices, options, port, plan), **requested}
+        outcome = run_guarded(enclosure.command(command.argv, cwd), timeout=options.timeout, env=env, cwd=cwd, watch=watch)
+        enclosure.read_status()
+        if outcome.returncode != SEAL_UNAVAILABLE or enclosure.status.get("sealed", "overlay") == "overlay":
+            return outcome
+        enclosure.status = {}
+    try:
+        enclosure.copy()
+    except OSError as error:
+        raise HarnessError(f"cannot seal the run: {error}") from None
+    moved = enclosure.inside(script)
+    command = start(moved)
+    env = {**_environment(scratch, moved, enclosure.inside(root), device, command.devices, options, port, plan), **requested}
+    env["HOME"] = str(scratch / "home")
+    (scratch / "home").mkdir(exist_ok=True)
+    for stale in (scratch / "trace").glob("*"):
+        stale.unlink()
+    outcome = run_guarded(enclosure.command(command.argv, enclosure.inside(cwd)), timeout=options.timeout, env=env,
+                          cwd=enclosure.inside(cwd), watch=watch)
+    enclosure.read_status()
+    return outcome
+
+
+def _describe_seal(enclosure: Enclosure) -> str:
+    folders = ", ".join(enclosure.sealed)
+    if enclosure.copy_root is not None:
+        return f"a scratch copy of {folders} (namespaces are not permitted here); the home folder was an empty one"
+    return f"copy-on-write overlay on {folders}"
+
+
+def _describe_outcome(outcome: RunOutcome, timeout: float) -> str:
+    if outcome.timed_out:
+        text = f"stopped after {timeout:g} s (timeout)"
+    elif outcome.stopped:
+        text = "stopped early"
+    else:
+        text = "finished without a failure" if outcome.returncode == 0 else f"failed (exit code {outcome.returncode})"
+    return text + ("; no process left behind" if not outcome.leftovers else f"; processes {list(outcome.leftovers)} survived SIGKILL")
+
+
+def _notes(run: RunRecord, options: VerifyOptions) -> list[str]:
+    notes = [f"the script reads {e['option']}: each rank got {e['option']}=N, as torch.distributed.launch passes it "
+             "(torchrun sets only LOCAL_RANK)" for e in run.of("local-rank-option")][:1]
+    devices = run.of("virtual-devices")
+    nodes = {e.get("node") for e in run.of("launched")}
+    if devices and run.of("virtual-device-used"):
+        saw = f"each of its {len(nodes)} nodes saw" if len(nodes) > 1 else "the run saw"
+        notes.append(f"{saw} {devices[0]['count']} virtual {_cuda_devices(devices[0]['count'])}: CUDA tensors computed "
+                     "on the CPU, each kept its device, and torch's cross-device checks applied")
+    elif devices and run.of("data-parallel"):
+        notes.append("the script computes on the CPU: nn.DataParallel ran its replicas with the CPU standing for device 0")
+    notes += [f"the script asked for {e['requested']}; it got gloo (no GPUs for it)" for e in run.of("backend")][:1]
+    notes += [f"verify built {e['how']} and fed it inputs of shape {', '.join(map(str, e['inputs']))}, made for its "
+              f"first layer {e['layer']}" for e in run.of("model-built")][:1]
+    seen = set()
+    for event in run.of("stand-in"):
+        key = (event.get("dataset"), event.get("split"))
+        if key not in seen:
+            seen.add(key)
+            notes.append(event["note"])
+    if any(e.get("blocked") for e in run.of("stand-in")) and not options.allow_network:
+        notes.append("downloads were blocked by the loopback-only network: --allow-network lets them through")
+    return notes
+
+
+def _judge(report: VerifyReport, project: ProjectFindings, source: _Source, findings: dict[int, Diagnostic],
+           runnable: dict[int, Diagnostic], run: RunRecord, plan: Plan, stop: Stop | None,
+           probes: dict[str, Any], selected: set[str], outcome: RunOutcome) -> tuple[set[int], bool]:
+    """A verdict for every finding of the file, and for the findings of other files the run reached; returns the
+    indices of the errors the verdicts account for, and whether a confirmed finding is what ended the run."""
+    seconds = round(outcome.seconds, 2)
+    script_real = os.path.realpath(source.path)
+    others_unreached = 0
+    explained: set[int] = set()
+    judged: list[tuple[Diagnostic, Judgement | None]] = []
+    for key, finding in findings.items():
+        probe, at_run = probes[finding.code], runnable[key]
+        judgement = probe.judge(at_run, run) if plan.kind in probe.kinds and run.ran(at_run.path, at_run.line) else None
+        if judgement is not None:
+            explained.update(judgement.explains)
+        judged.append((finding, judgement))
+    culprit = _culprit(stop, [v for _, v in judged if v is not None])
+    if culprit is not None:
+        stop = Stop(f"the run ended with the failure confirmed above ({culprit.evidence.error_type})")
+    for finding, judgement in judged:
+        if judgement is None:
+            judgement = Judgement("not-run", Evidence(_why_not_run(run, runnable[id(finding)], stop)))
+        if os.path.realpath(finding.path) != script_real and judgement.status == "not-run":
+            others_unreached += 1
+            continue
+        report.verdicts.append(Verdict(finding, judgement.status, judgement.evidence, report.mode, seconds))
+    # What the run saw at a line whose static finding it confirmed is that finding's evidence (two nodes' local
+    # rank 0 writing one file is PFL305's), not a finding of its own.
+    confirmed_at = {(os.path.realpath(v.finding.path), v.finding.line) for v in report.verdicts if v.status == "confirmed"}
+    for code, probe in probes.items():
+        if code not in selected:
+            continue
+        runtime_only = code != "PFL110"
+        for finding, judgement in probe.observe(run.script, run):
+            if _has_static(project, finding) or is_suppressed(finding.code, _line_text(finding)):
+                continue
+            if runtime_only and (os.path.realpath(finding.path), finding.line) in confirmed_at:
+                continue
+            explained.update(judgement.explains)
+            report.verdicts.append(Verdict(finding, judgement.status, judgement.evidence, report.mode, seconds,
+                                           runtime_only=runtime_only))
+    report.verdicts.sort(key=lambda v: (os.path.realpath(v.finding.path) != script_real, v.finding.path, v.finding.line))
+    if others_unreached:
+        report.notes.append(f"{others_unreached} finding(s) in other files of the project were not reached by this run")
+    return explained, culprit is not None
+
+
+def _culprit(stop: Stop | None, judgements: list[Judgement]) -> Judgement | None:
+    """The confirmed verdict whose failure ended the run: its error, or the exit its evidence shows (a parser
+    refusing the flag a launcher passed)."""
+    if stop is None:
+        return None
+    for judgement in judgements:
+        if stop.error is not None and stop.error in judgement.explains:
+            return judgement
+        frame = judgement.evidence.user_frame
+        if (judgement.status == "confirmed" and stop.place and frame and frame.get("line") == stop.place.get("line")
+                and same_file(frame.get("file"), stop.place.get("file"))):
+            return judgement
     return None
 
 
-# Raised by launchers when a child failed: never the cause, always the echo of another failure.
-_ECHOES = frozenset({"ChildFailedError", "ProcessExitedException", "ProcessRaisedException", "KeyboardInterrupt"})
+def _at(finding: Diagnostic) -> str:
+    return f"{finding.path}:cell {finding.cell}:{finding.line}" if finding.cell else f"{finding.path}:{finding.line}"
+
+
+def _has_static(project: ProjectFindings, finding: Diagnostic) -> bool:
+    return any(f.code == finding.code and f.line == finding.line for f in project.in_file(finding.path))
+
+
+def _line_text(finding: Diagnostic) -> str:
+    return linecache.getline(finding.path, finding.line)
+
+
+def _why_not_run(run: RunRecord, finding: Diagnostic, stop: Stop | None) -> str:
+    if not run.ran(finding.path, finding.line):
+        if stop is not None:
+            return f"line {finding.line} never ran: {stop.sentence()}"
+        return (f"line {finding.line} never ran: the program ran to its end without reaching it (a branch not taken, "
+                "an early return, or code no entry point calls)")
+    if stop is not None:
+        return f"the run stopped before the pitfall could show: {stop.sentence()}"
+    return "the run never exercised this pitfall (nothing ran it in parallel)"
+
+
+def _run_failure(run: RunRecord, report: VerifyReport, stop: Stop | None) -> str | None:
+    if report.unexplained:
+        if stop is not None:
+            return f"{report.path}: {stop.sentence()}"
+        first = report.unexplained[0]
+        return f"{report.path}: the run failed: {first['type']}: {first['message']}"
+    if run.timed_out or run.stopped:
+        return f"{report.path}: {stop.sentence() if stop else 'the run was stopped'}; its processes were killed"
+    if stop is not None:
+        return f"{report.path}: not run to its end: {stop.sentence()}"
+    not_run = [v for v in report.verdicts if v.status == "not-run"]
+    if not_run:
+        return f"{report.path}: not run: {not_run[0].evidence.mechanism}"
+    return None
 
 
 def _unexplained(run: RunRecord, explained: set[int]) -> list[dict[str, Any]]:
-    """Failures that no finding accounts for (a missing GPU is reported in the verdicts instead)."""
+    """Failures that no finding accounts for."""
     seen: set[tuple[str, str]] = set()
     failures = []
-    causes = [e for e in run.errors if e.get("type") not in _ECHOES]
+    causes = [e for e in run.errors if e.get("type") not in ECHOES]
+    causes += [e for e in run.of("exit") if e.get("status") == "exit" and e.get("code")]  # a rank that exited
     for index, error in enumerate(run.errors):
         key = (error.get("type", ""), last_line(error.get("message")))
-        if index in explained or key in seen or _NEEDS_CUDA.search(error.get("message") or ""):
+        if index in explained or key in seen:
             continue
-        if error.get("type") in _ECHOES and (causes or index in explained):
+        if error.get("type") in ECHOES and (causes or index in explained):
             continue
         seen.add(key)
         failures.append({"type": key[0], "message": key[1], "user_frame": error.get("user_frame"), "rank": error.get("rank")})
     return failures
+

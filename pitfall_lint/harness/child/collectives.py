@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from pitfall_lint.analysis.collectives import TORCH_COLLECTIVES
-from pitfall_lint.harness.child.events import emit, user_line
+from pitfall_lint.harness.child.events import emit, user_place
 
 COLLECTIVE_TIMEOUT = "PITFALL_LINT_COLLECTIVE_TIMEOUT"  # seconds
 
@@ -42,10 +42,10 @@ def _recorded(original: Any, name: str, sequence: dict[str, int]) -> Any:
     def call(*args: Any, **kwargs: Any) -> Any:
         sequence["next"] += 1
         number = sequence["next"]
-        line = user_line()
-        emit("collective", op=name, seq=number, line=line, phase="enter")
+        where = user_place()
+        emit("collective", op=name, seq=number, **where, phase="enter")
         result = original(*args, **kwargs)
-        emit("collective", op=name, seq=number, line=line, phase="exit")
+        emit("collective", op=name, seq=number, **where, phase="exit")
         return result
 
     return call

@@ -9,7 +9,7 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from pitfall_lint.harness.child.events import emit, user_line
+from pitfall_lint.harness.child.events import emit, user_place
 
 
 def patch(torch: Any) -> None:
@@ -24,7 +24,7 @@ def patch(torch: Any) -> None:
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
         original_init(self, *args, **kwargs)
         wrapped.append(weakref.ref(self))
-        emit("ddp", index=len(wrapped) - 1, line=user_line())
+        emit("ddp", index=len(wrapped) - 1, **user_place())
 
     steps = {"done": 0}
 

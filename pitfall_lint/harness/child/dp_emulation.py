@@ -25,12 +25,12 @@ from typing import Any
 import torch
 import torch.nn as nn
 import torch.nn.parallel  # noqa: F401  (loads the submodules looked up below)
-from torch._utils import ExceptionWrapper
+from torch._utils import ExceptionWrapper, _get_device_index
 from torch.autograd import Function
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
-from pitfall_lint.harness.child.events import emit, user_line
+from pitfall_lint.harness.child.events import emit, user_place
 
 EMULATION_TAG = "[pitfall-lint DataParallel emulation"
 _replicate_module = sys.modules["torch.nn.parallel.replicate"]
@@ -38,22 +38,49 @@ _scatter_gather_module = sys.modules["torch.nn.parallel.scatter_gather"]
 _patch_lock = threading.RLock()
 
 
+class _Placement:
+    """Where the emulated communication puts its tensors: virtual CUDA devices, or the CPU for a CPU module."""
+
+    virtual = False
+
+
+_placement = _Placement()
+
+
+def _on(tensor: torch.Tensor, device: int) -> torch.Tensor:
+    if not _placement.virtual:
+        return tensor.clone()  # the real scatter copies to each device
+    from pitfall_lint.harness.child import virtual_cuda
+
+    return virtual_cuda._relocate(tensor, torch.device("cuda", device))
+
+
 class _Scatter(Function):
     @staticmethod
     def forward(ctx: Any, target_gpus: list[int], chunk_sizes: Any, dim: int, tensor: torch.Tensor) -> tuple[torch.Tensor, ...]:
         ctx.dim = dim
+        ctx.source, ctx.virtual = tensor.device, _placement.virtual
         chunks = tensor.chunk(len(target_gpus), dim) if chunk_sizes is None else tensor.split(list(chunk_sizes), dim)
-        return tuple(chunk.clone() for chunk in chunks)  # the real scatter copies to each device
+        return tuple(_on(chunk, device) for chunk, device in zip(chunks, target_gpus))
 
     @staticmethod
     def backward(ctx: Any, *grads: torch.Tensor) -> tuple[Any, ...]:
-        return (None, None, None, torch.cat(list(grads), ctx.dim))
+        return (None, None, None, torch.cat([_back(g, ctx.source, ctx.virtual) for g in grads], ctx.dim))
+
+
+def _back(tensor: torch.Tensor, device: torch.device, virtual: bool) -> torch.Tensor:
+    if not virtual:
+        return tensor
+    from pitfall_lint.harness.child import virtual_cuda
+
+    return virtual_cuda._relocate(tensor, device)
 
 
 class _Gather(Function):
     @staticmethod
     def forward(ctx: Any, target_device: Any, dim: int, *inputs: torch.Tensor) -> torch.Tensor:
         ctx.dim = dim
+        ctx.sources, ctx.virtual = [t.device for t in inputs], _placement.virtual
         ctx.unsqueezed = all(t.dim() == 0 for t in inputs) and dim == 0
         if ctx.unsqueezed:  # as torch's Gather.forward does
             inputs = tuple(t.view(1) for t in inputs)
@@ -70,6 +97,9 @@ class _Gather(Function):
             if shape != expected:
                 raise RuntimeError(f"Gather got an input of invalid size: got {shape}, but expected {expected}")
         ctx.sizes = [t.size(dim) for t in inputs]
+        if _placement.virtual:
+            target = torch.device("cpu") if target_device == -1 else torch.device("cuda", target_device)
+            inputs = tuple(_back(t, target, True) for t in inputs)
         return torch.cat(inputs, dim)
 
     @staticmethod
@@ -77,29 +107,37 @@ class _Gather(Function):
         grads = grad.split(ctx.sizes, ctx.dim)
         if ctx.unsqueezed:
             grads = tuple(g[0] for g in grads)
-        return (None, None, *grads)
+        return (None, None, *(_back(g, source, ctx.virtual) for g, source in zip(grads, ctx.sources)))
 
 
 def _broadcast_coalesced_reshape(tensors: list[torch.Tensor], devices: list[Any], detach: bool = False) -> list[list[torch.Tensor]]:
+    """Replica 0 shares storage with the original (device 0); the others get copies on their devices."""
     copies = []
-    for index in range(len(devices)):
-        if detach:
-            copies.append([t if index == 0 else t.detach().clone() for t in tensors])
+    for index, device in enumerate(devices):
+        if index == 0:
+            copies.append([t if detach else t.view_as(t) for t in tensors])
+        elif not _placement.virtual:
+            copies.append([t.detach().clone() if detach else t.clone() for t in tensors])
         else:
-            copies.append([t.view_as(t) if index == 0 else t.clone() for t in tensors])
+            from pitfall_lint.harness.child import virtual_cuda
+
+            target = torch.device("cuda", device)
+            copies.append([virtual_cuda._relocate(t.detach(), target) if detach else virtual_cuda._to_target(t, target, copy=True) for t in tensors])
     return copies
 
 
 @contextlib.contextmanager
-def _communication_swapped() -> Iterator[None]:
+def _communication_swapped(virtual: bool) -> Iterator[None]:
     with _patch_lock:
         saved = (_scatter_gather_module.Scatter, _scatter_gather_module.Gather, _replicate_module._broadcast_coalesced_reshape)
         _scatter_gather_module.Scatter, _scatter_gather_module.Gather = _Scatter, _Gather
         _replicate_module._broadcast_coalesced_reshape = _broadcast_coalesced_reshape
+        _placement.virtual = virtual
         try:
             yield
         finally:
             (_scatter_gather_module.Scatter, _scatter_gather_module.Gather, _replicate_module._broadcast_coalesced_reshape) = saved
+            _placement.virtual = False
 
 
 class _OriginalDeviceGuard(TorchFunctionMode):
@@ -161,7 +199,7 @@ def emit_scatter(data_parallel: nn.DataParallel, chunks: Any) -> None:
     dim = data_parallel.dim
     sizes = [next((t.size(dim) for t in tree_flatten(c)[0] if isinstance(t, torch.Tensor) and t.dim() > dim), None) for c in chunks]
     batch_norm = any(isinstance(m, nn.modules.batchnorm._BatchNorm) and m.training for m in data_parallel.module.modules())
-    emit("scatter", replicas=len(data_parallel.device_ids), chunks=sizes, line=user_line(), batch_norm=batch_norm)
+    emit("scatter", replicas=len(data_parallel.device_ids), chunks=sizes, **user_place(), batch_norm=batch_norm)
 
 
 def record_scatters(data_parallel_class: type[nn.DataParallel]) -> None:
@@ -177,7 +215,11 @@ def record_scatters(data_parallel_class: type[nn.DataParallel]) -> None:
 
 
 class EmulatedDataParallel(nn.DataParallel):
-    """Stands in for nn.DataParallel when there are fewer than N CUDA devices."""
+    """Stands in for nn.DataParallel when there are fewer than N CUDA devices.
+
+    A module on the virtual CUDA devices runs as on real ones (torch's device checks included); a module left on
+    the CPU runs as if the CPU were device 0, so that a script written without GPUs can still be run N-way.
+    """
 
     replicas = 2
 
@@ -185,14 +227,19 @@ class EmulatedDataParallel(nn.DataParallel):
         nn.Module.__init__(self)
         self.module = module
         self.dim = dim
-        self.device_ids = list(range(self.replicas))
-        self.output_device = 0
-        self.src_device_obj = torch.device("cpu")
+        ids = list(range(self.replicas)) if device_ids is None else [_get_device_index(d, True) for d in device_ids]
+        self.device_ids = ids
+        self.output_device = ids[0] if output_device is None else _get_device_index(output_device, True)
+        self.src_device_obj = torch.device("cuda", ids[0])
+        if len(ids) == 1:
+            self.module.to(self.src_device_obj)
 
     def forward(self, *inputs: Any, **kwargs: Any) -> Any:
         first = next(chain(self.module.parameters(), self.module.buffers()), None)
-        self.src_device_obj = first.device if first is not None else torch.device("cpu")
-        with _communication_swapped():
+        virtual = first is not None and first.device.type == "cuda"
+        if not virtual:
+            self.src_device_obj = first.device if first is not None else torch.device("cpu")
+        with _communication_swapped(virtual):
             return super().forward(*inputs, **kwargs)  # torch's own DataParallel.forward
 
     def scatter(self, inputs: Any, kwargs: Any, device_ids: Any) -> Any:
@@ -212,10 +259,15 @@ class EmulatedDataParallel(nn.DataParallel):
         results: list[Any] = [None] * len(replicas)
         grad_enabled = torch.is_grad_enabled()
 
+        virtual = _placement.virtual
+
         def run(index: int, replica: nn.Module, args: Any, options: Any) -> None:
             torch.set_grad_enabled(grad_enabled)
-            guard = _OriginalDeviceGuard(owners, index) if index else contextlib.nullcontext()
+            # On virtual devices torch's own device check catches a replica computing with the original's tensors.
+            guard = _OriginalDeviceGuard(owners, index) if index and not virtual else contextlib.nullcontext()
             try:
+                if virtual:
+                    torch.cuda.set_device(self.device_ids[index])
                 with guard:
                     args = args if isinstance(args, (list, tuple)) else (args,)
                     results[index] = replica(*args, **options)

@@ -5,19 +5,25 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import traceback
+from functools import lru_cache
 from typing import Any
 
 TRACE_DIR = "PITFALL_LINT_TRACE_DIR"
 SCRIPT = "PITFALL_LINT_SCRIPT"
+PROJECT = "PITFALL_LINT_PROJECT"  # the folder of the user's project: its files are "user code"
+PROJECT_FLAT = "PITFALL_LINT_PROJECT_FLAT"  # "1": a folder without a project marker, whose files alone count
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S+)')
+_HARNESS = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+_INSTALLED = ("site-packages", "dist-packages")
 
 
 def current_rank() -> int | None:
+    # Never imports torch: a background thread importing it while the main thread does aborts the process.
+    dist = sys.modules.get("torch.distributed")
     try:
-        import torch.distributed as dist
-
-        if dist.is_available() and dist.is_initialized():
+        if dist is not None and getattr(dist, "is_initialized", None) and dist.is_available() and dist.is_initialized():
             return dist.get_rank()
     except Exception:
         pass
@@ -38,27 +44,50 @@ def user_script() -> str:
     return os.path.realpath(os.environ.get(SCRIPT, ""))
 
 
-def user_line() -> int | None:
-    """The line of the user's file that led to the current call."""
-    script = user_script()
-    for frame in reversed(traceback.extract_stack()):
-        if os.path.realpath(frame.filename) == script:
-            return frame.lineno
-    return None
+@lru_cache(maxsize=4096)
+def project_file(filename: str) -> str | None:
+    """The real path of a file of the user's project (the script, its modules), or None for anything else."""
+    if not filename or filename.startswith("<"):
+        return None
+    real = os.path.realpath(filename)
+    if real == user_script():
+        return real
+    root = os.environ.get(PROJECT)
+    if not root or not real.startswith(os.path.join(os.path.realpath(root), "")):
+        return None
+    if os.environ.get(PROJECT_FLAT) == "1" and os.path.dirname(real) != os.path.realpath(root):
+        return None
+    if real.startswith(_HARNESS + os.sep) or any(part in _INSTALLED for part in real.split(os.sep)):
+        return None
+    if sys.prefix != sys.base_prefix and real.startswith(os.path.join(os.path.realpath(sys.prefix), "")):
+        return None  # the project's own virtual environment
+    return real
 
 
-def user_frame(error: BaseException) -> dict[str, Any] | None:
-    """The innermost frame in the user's file, also inside tracebacks that replicas carried as text."""
-    script = user_script()
+def user_place() -> dict[str, Any]:
+    """The innermost line of the user's project that led to the current call: {"file", "line"}, or empty."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        real = project_file(frame.f_code.co_filename)
+        if real is not None:
+            return {"file": real, "line": frame.f_lineno}
+        frame = frame.f_back  # type: ignore[assignment]
+    return {}
+
+
+def project_frames(error: BaseException) -> list[dict[str, Any]]:
+    """The frames of the user's project in an error's traceback, outermost first, also those that replicas
+    carried as text (`Caught RuntimeError in replica 1 ...`)."""
     frames = [
-        {"file": f.filename, "line": f.lineno, "function": f.name, "code": f.line}
+        {"file": real, "line": f.lineno, "function": f.name, "code": f.line}
         for f in traceback.extract_tb(error.__traceback__)
-        if os.path.realpath(f.filename) == script
+        if (real := project_file(f.filename)) is not None
     ]
     for match in _FRAME.finditer(str(error)):
-        if os.path.realpath(match["file"]) == script:
-            frames.append({"file": match["file"], "line": int(match["line"]), "function": match["function"], "code": None})
-    return frames[-1] if frames else None
+        real = project_file(match["file"])
+        if real is not None:
+            frames.append({"file": real, "line": int(match["line"]), "function": match["function"], "code": None})
+    return frames
 
 
 _reported: set[int] = set()
@@ -69,11 +98,14 @@ def emit_error(error: BaseException, where: str) -> None:
     if id(error) in _reported:
         return
     _reported.add(id(error))
+    frames = project_frames(error)
     emit(
         "error",
         where=where,
         type=type(error).__name__,
         message=str(error),
-        user_frame=user_frame(error),
+        module=getattr(error, "name", None) if isinstance(error, ImportError) else None,
+        user_frame=frames[-1] if frames else None,
+        frames=frames,
         traceback="".join(traceback.format_exception(error))[-4000:],
     )

@@ -4,39 +4,44 @@
   folder, so the user's tree is never written; `torch.load` of such a path reads the redirected copy.
 - `nn.DataParallel` becomes N-way: real devices when there are N, the emulation otherwise.
 - `init_process_group` asking for nccl without enough GPUs gets gloo, and says so.
-- After K optimizer steps, DataLoader iteration ends on that rank, so epochs wind down and the
-  code after training (checkpoints, above all) still runs.
+- With fewer GPUs than replicas or ranks, N virtual CUDA devices (child/virtual_cuda.py); under a launcher,
+  one per local process of the node.
+- A step budget per DataLoader iterator (child/loading.py), so epochs wind down and the code after
+  training (checkpoints, above all) still runs.
+- Public datasets whose files are absent get synthetic stand-ins (child/stand_ins.py).
 - What the probes need is recorded: saved keys, the devices a checkpoint was saved from, lenient
-  `load_state_dict` results, what each rank's DataLoader and DistributedSampler yielded.
+  `load_state_dict` results, what each rank's DataLoader and DistributedSampler yielded, the collectives each
+  rank entered (child/collectives.py), DDP replicas' parameters (child/ddp.py), what wrappers did to the model
+  (child/wrapper_observers.py), where a launcher put each process and the device it picked (child/nodes.py).
 - On request, saves are delayed (to expose a missing barrier) and given ports are held (to expose a
   hard-coded port), as a slower disk or a second job on the machine would.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import importlib.abc
-import importlib.util
 import os
-import sys
+import signal
 import socket
+import sys
 import time
 from typing import Any
 
-from pitfall_lint.harness.child import collectives, ddp
+from pitfall_lint.harness import isolation
+from pitfall_lint.harness.child import collectives, ddp, exits, loading, nodes, stand_ins
 from pitfall_lint.harness.child.coverage import LineRecorder
-from pitfall_lint.harness.child.events import SCRIPT, current_rank, emit, emit_error, user_line
+from pitfall_lint.harness.child.events import SCRIPT, current_rank, emit, emit_error, user_place
+from pitfall_lint.harness.child.imports import after_import
 from pitfall_lint.harness.child.wrapper_observers import observe_wrappers
 
 SCRATCH = "PITFALL_LINT_SCRATCH"
 SAVE_DELAY = "PITFALL_LINT_SAVE_DELAY"  # seconds, for the first saves of each process
 HELD_PORTS = "PITFALL_LINT_HOLD_PORTS"  # comma-separated ports the first process binds before the script runs
 _DELAYED_SAVES = 2
-_SAMPLED_INDICES = 64
 _held: list[socket.socket] = []
-DEVICE = "PITFALL_LINT_DEVICE"  # "cpu" (emulate) or "cuda" (real devices)
+DEVICE = "PITFALL_LINT_DEVICE"  # "cpu" (virtual devices) or "cuda" (real devices, also when unset)
 REPLICAS = "PITFALL_LINT_NPROC"
-STEPS = "PITFALL_LINT_STEPS"
 
 
 def _redirected(path: str, rank: int | None) -> str:
@@ -60,8 +65,14 @@ def _latest_redirect(path: str) -> str | None:
     return None
 
 
-def _patch_serialization(torch: Any) -> None:
+def _patch_serialization(torch: Any, virtual: bool) -> None:
     original_save, original_load = torch.save, torch.load
+    if virtual:
+        from pitfall_lint.harness.child import virtual_cuda
+
+        saving, loading = virtual_cuda.saving, virtual_cuda.load
+    else:
+        saving, loading = contextlib.nullcontext, lambda load, f, args, kwargs: load(f, *args, **kwargs)
 
     delays = {"left": _DELAYED_SAVES}
 
@@ -74,18 +85,20 @@ def _patch_serialization(torch: Any) -> None:
         if isinstance(f, (str, os.PathLike)):
             path = os.path.abspath(os.fspath(f))
             target = _redirected(path, current_rank())
-            emit("save", path=path, redirected_to=target, line=user_line(), prefixed_key=prefixed)
-            return original_save(obj, target, *args, **kwargs)
-        emit("save", path=None, line=user_line(), prefixed_key=prefixed)
-        return original_save(obj, f, *args, **kwargs)
+            emit("save", path=path, redirected_to=target, **user_place(), prefixed_key=prefixed)
+            f = target
+        else:
+            emit("save", path=None, **user_place(), prefixed_key=prefixed)
+        with saving():
+            return original_save(obj, f, *args, **kwargs)
 
     def load(f: Any, *args: Any, **kwargs: Any) -> Any:
         mapped = bool(args) or "map_location" in kwargs
         if isinstance(f, (str, os.PathLike)):
             path = os.path.abspath(os.fspath(f))
             f = _latest_redirect(path) or f
-            emit("load", path=path, line=user_line(), map_location=mapped, saved_on=[] if mapped else _saved_devices(original_load, f))
-        return original_load(f, *args, **kwargs)
+            emit("load", path=path, **user_place(), map_location=mapped, saved_on=[] if mapped else _saved_devices(original_load, f))
+        return loading(original_load, f, args, kwargs)
 
     torch.save, torch.load = save, load
 
@@ -123,38 +136,11 @@ def _patch_state_dict_loading(torch: Any) -> None:
     def load_state_dict(self: Any, state_dict: Any, strict: bool = True, *args: Any, **kwargs: Any) -> Any:
         result = original(self, state_dict, strict, *args, **kwargs)
         if not strict:
-            emit("lenient-load", line=user_line(), missing=len(result.missing_keys), loaded=len(state_dict) - len(result.unexpected_keys),
+            emit("lenient-load", **user_place(), missing=len(result.missing_keys), loaded=len(state_dict) - len(result.unexpected_keys),
                  unexpected_prefixed=[k for k in result.unexpected_keys if k.startswith("module.")][:3])
         return result
 
     torch.nn.Module.load_state_dict = load_state_dict
-
-
-def _patch_data_loading(torch: Any) -> None:
-    from torch.utils.data import DataLoader, DistributedSampler
-
-    original_init, original_iter = DataLoader.__init__, DataLoader.__iter__
-
-    def init(self: Any, *args: Any, **kwargs: Any) -> None:
-        original_init(self, *args, **kwargs)
-        self._pitfall_lint_line = user_line()
-
-    def iterate(self: Any) -> Any:
-        try:
-            size = len(self.dataset)
-        except TypeError:
-            size = None
-        emit("loader", line=getattr(self, "_pitfall_lint_line", None), sampler=type(self.sampler).__name__, dataset_size=size)
-        sampler = getattr(self.batch_sampler, "sampler", self.sampler)
-        if isinstance(sampler, DistributedSampler):
-            # The epoch's order is a pure function of (seed, epoch, rank): record it when the epoch starts, since
-            # the batch sampler draws from it lazily and the step budget may end the epoch before the first batch.
-            indices = list(sampler)
-            emit("sampler", sampler=id(sampler), epoch=sampler.epoch, seed=sampler.seed, shuffle=sampler.shuffle,
-                 indices=indices[:_SAMPLED_INDICES])
-        return original_iter(self)
-
-    DataLoader.__init__, DataLoader.__iter__ = init, iterate
 
 
 def _hold_ports() -> None:
@@ -170,103 +156,108 @@ def _hold_ports() -> None:
             emit("port-held", port=int(port), error=str(error))
 
 
-def _patch_process_group(torch: Any) -> None:
+def _patch_process_group(torch: Any, virtual: bool) -> None:
+    """nccl without enough GPUs becomes gloo; joining the group is recorded, with the rank asked for, to tell a rank
+    that waited from one that failed and two processes that joined as one rank (PFL302)."""
     import torch.distributed as dist
 
     if not dist.is_available():
         return
-    original = dist.init_process_group
+    c10d = sys.modules["torch.distributed.distributed_c10d"]
+    original_init, original_new_group = dist.init_process_group, dist.new_group
 
-    def init_process_group(*args: Any, **kwargs: Any) -> Any:
+    def gloo_for_nccl(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
         backend = kwargs.get("backend", args[0] if args else None)
-        if backend is not None and "nccl" in str(backend) and os.environ.get(DEVICE) != "cuda":
+        if virtual and backend is not None and "nccl" in str(backend):
             emit("backend", requested=str(backend), used="gloo")
-            if "backend" in kwargs:
+            if "backend" in kwargs or not args:
                 kwargs["backend"] = "gloo"
             else:
                 args = ("gloo", *args[1:])
             kwargs.pop("device_id", None)
-        return original(*args, **kwargs)
+        return args, kwargs
 
-    dist.init_process_group = init_process_group
-    sys.modules["torch.distributed.distributed_c10d"].init_process_group = init_process_group
+    def init_process_group(*args: Any, **kwargs: Any) -> Any:
+        args, kwargs = gloo_for_nccl(args, kwargs)
+        rank = kwargs.get("rank", args[4] if len(args) > 4 else -1)  # the rank it asks for (-1: from the environment)
+        emit("group-joining", **user_place(), world_size=kwargs.get("world_size", os.environ.get("WORLD_SIZE")),
+             init_method=str(kwargs.get("init_method") or "env://"), asked_rank=rank if isinstance(rank, int) else -1)
+        result = original_init(*args, **kwargs)
+        emit("group-joined", world_size=dist.get_world_size())
+        return result
+
+    def new_group(*args: Any, **kwargs: Any) -> Any:
+        if virtual and "nccl" in str(kwargs.get("backend", "")):
+            kwargs["backend"] = "gloo"
+        return original_new_group(*args, **kwargs)
+
+    dist.init_process_group = c10d.init_process_group = init_process_group
+    dist.new_group = c10d.new_group = new_group
 
 
-def _patch_data_parallel(torch: Any) -> None:
-    replicas = int(os.environ.get(REPLICAS, "2"))
-    gpus = torch.cuda.device_count()
+def _patch_data_parallel(torch: Any, virtual: bool) -> None:
     from pitfall_lint.harness.child.dp_emulation import EmulatedDataParallel, record_scatters
 
-    if os.environ.get(DEVICE) == "cuda" and gpus >= replicas:
+    if not virtual:
         record_scatters(torch.nn.DataParallel)
-        emit("device", mode="cuda", gpus=gpus)
+        emit("device", mode="cuda", gpus=torch.cuda.device_count())
         return
-
-    EmulatedDataParallel.replicas = replicas
+    EmulatedDataParallel.replicas = int(os.environ.get(REPLICAS, "2"))
     torch.nn.DataParallel = EmulatedDataParallel
     torch.nn.parallel.DataParallel = EmulatedDataParallel
     sys.modules["torch.nn.parallel.data_parallel"].DataParallel = EmulatedDataParallel
-    emit("device", mode="cpu-emulation", gpus=gpus)
 
+    def data_parallel(module: Any, inputs: Any, device_ids: Any = None, output_device: Any = None, dim: int = 0,
+                      module_kwargs: Any = None) -> Any:
+        inputs = inputs if isinstance(inputs, tuple) else (inputs,)
+        return EmulatedDataParallel(module, device_ids, output_device, dim)(*inputs, **(module_kwargs or {}))
 
-def _patch_step_budget(torch: Any) -> None:
-    budget = int(os.environ.get(STEPS, "0"))
-    if budget <= 0:
-        return
-    from torch.optim.optimizer import register_optimizer_step_post_hook
-    from torch.utils.data import dataloader
-
-    steps = {"done": 0}
-
-    def count(optimizer: Any, args: Any, kwargs: Any) -> None:
-        steps["done"] += 1
-        if steps["done"] == budget:
-            emit("step-budget", steps=budget)
-
-    register_optimizer_step_post_hook(count)
-    original_next = dataloader._BaseDataLoaderIter.__next__
-
-    def next_batch(self: Any) -> Any:
-        if steps["done"] >= budget:
-            raise StopIteration
-        return original_next(self)
-
-    dataloader._BaseDataLoaderIter.__next__ = next_batch
+    torch.nn.parallel.data_parallel = data_parallel
+    sys.modules["torch.nn.parallel.data_parallel"].data_parallel = data_parallel
+    emit("device", mode="cpu-emulation")
 
 
 def _patch_torch(torch: Any) -> None:
-    from pitfall_lint.harness.child import nodes
+    virtual = os.environ.get(DEVICE) == "cpu"  # set by verify only: a real multi-node launch keeps its GPUs
+    if virtual:
+        from pitfall_lint.harness.child import virtual_cuda
 
-    _patch_serialization(torch)
+        devices = _devices_per_node()
+        virtual_cuda.install(torch, devices)
+        emit("virtual-devices", count=devices)
+    _patch_serialization(torch, virtual)
     _patch_state_dict_loading(torch)
-    _patch_data_loading(torch)
-    _patch_process_group(torch)
+    loading.patch_data_loading(torch)
+    _patch_process_group(torch, virtual)
     collectives.patch(torch)
     ddp.patch(torch)
-    _patch_data_parallel(torch)
+    _patch_data_parallel(torch, virtual)
     observe_wrappers(torch)
-    _patch_step_budget(torch)
+    loading.patch_step_budget(torch)
     nodes.patch(torch)
 
 
-class _TorchImportHook(importlib.abc.MetaPathFinder):
-    """Patches torch right after `import torch` finishes, in whichever module imports it first."""
+def _devices_per_node() -> int:
+    """A launcher's node has one GPU per local process, as `--nproc-per-node` is sized on a GPU node (two nodes of
+    one rank each have one device each); a process started alone has one per replica."""
+    local = os.environ.get("LOCAL_WORLD_SIZE", "")
+    return int(local) if local.isdigit() and int(local) > 0 else int(os.environ.get(REPLICAS, "2"))
 
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name != "torch":
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec("torch")
-        if spec is None or spec.loader is None:
-            return spec
-        execute = spec.loader.exec_module
 
-        def exec_module(module: Any) -> None:
-            execute(module)
-            _patch_torch(module)
+def _watch_worker_processes() -> None:
+    """multiprocessing prints a worker's exception and exits 1: record it first, with its frames."""
+    from multiprocessing import process
 
-        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
-        return spec
+    original = process.BaseProcess.run
+
+    def run(self: Any) -> None:
+        try:
+            original(self)
+        except Exception as error:  # sys.exit in a worker is its own choice, not a failure
+            emit_error(error, where="process")
+            raise
+
+    process.BaseProcess.run = run  # type: ignore[method-assign]
 
 
 def _excepthook(kind: type[BaseException], error: BaseException, trace: Any) -> None:
@@ -275,11 +266,12 @@ def _excepthook(kind: type[BaseException], error: BaseException, trace: Any) -> 
 
 
 def arm() -> None:
+    isolation.die_with_parent(signal.SIGKILL)  # where no PID namespace holds the run: each process follows its parent
     sys.excepthook = _excepthook
+    exits.watch()
+    _watch_worker_processes()
     _hold_ports()
     if os.environ.get(SCRIPT):
-        LineRecorder(os.environ[SCRIPT]).start()
-    if "torch" in sys.modules:
-        _patch_torch(sys.modules["torch"])
-    else:
-        sys.meta_path.insert(0, _TorchImportHook())
+        LineRecorder().start()
+    stand_ins.install()
+    after_import("torch", _patch_torch)

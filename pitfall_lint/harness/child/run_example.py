@@ -1,12 +1,17 @@
 """`python -m pitfall_lint.harness.child.run_example FILE FUNCTION`: a model file without an entry point.
 
-FUNCTION returns `(model, args)` or `(model, args, kwargs)`; the model is wrapped N-way in
-nn.DataParallel (real or emulated) and run forward and backward.
+FUNCTION returns `(model, args)` or `(model, args, kwargs)`. With FUNCTION `-` there is none: the module
+is built from the constructor call verify found in the project (PITFALL_LINT_MODEL), or with its default
+arguments, and fed a batch shaped for its first layer. The model is wrapped N-way in nn.DataParallel
+(real or emulated) and run forward and backward. The file is imported under its package's name, so
+that its relative imports work.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
+import inspect
+import json
 import os
 import sys
 from typing import Any
@@ -14,18 +19,27 @@ from typing import Any
 from pitfall_lint.harness.child.events import SCRIPT, emit
 from pitfall_lint.harness.child.observe import observed
 
-MODULE_NAME = "pitfall_lint_user_module"
+MODEL = "PITFALL_LINT_MODEL"  # {"class": ..., "args": [...], "kwargs": {...}, "source": "train.py:12"}
+_BATCH = 8
+_IMAGE_SIDES = (28, 32, 64, 224)
+_SEQUENCE = 16
 
 
-def _example(path: str, function: str) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
-    spec = importlib.util.spec_from_file_location(MODULE_NAME, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[MODULE_NAME] = module
-    spec.loader.exec_module(module)
+def import_by_package(path: str) -> Any:
+    """The module of `path` as its package knows it (`models.net`), with its package folder's parent on sys.path."""
+    folder, name = os.path.split(os.path.splitext(path)[0])
+    parts = [name]
+    while os.path.exists(os.path.join(folder, "__init__.py")):
+        folder, package = os.path.split(folder)
+        parts.insert(0, package)
+    sys.path.insert(0, folder)
+    return importlib.import_module(".".join(parts))
+
+
+def _example(module: Any, function: str) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
     factory = getattr(module, function, None)
     if not callable(factory):
-        raise LookupError(f"{os.path.basename(path)} has no function {function}()")
+        raise LookupError(f"{module.__name__} has no function {function}()")
     made = factory()
     if not isinstance(made, tuple) or len(made) not in (2, 3):
         raise TypeError(f"{function}() must return (model, args) or (model, args, kwargs), got {type(made).__name__}")
@@ -33,16 +47,78 @@ def _example(path: str, function: str) -> tuple[Any, tuple[Any, ...], dict[str, 
     return model, tuple(args) if isinstance(args, (tuple, list)) else (args,), dict(rest[0]) if rest else {}
 
 
+def _built(module: Any) -> tuple[Any, tuple[Any, ...]]:
+    import torch
+    import torch.nn as nn
+
+    wanted = json.loads(os.environ.get(MODEL) or "{}")
+    classes = [v for v in vars(module).values()
+               if isinstance(v, type) and issubclass(v, nn.Module) and v.__module__ == module.__name__]
+    chosen = next((c for c in classes if c.__name__ == wanted.get("class")), classes[0] if classes else None)
+    if chosen is None:
+        raise LookupError(f"{module.__name__} defines no nn.Module")
+    if wanted.get("class") == chosen.__name__ and "args" in wanted:
+        model = chosen(*wanted["args"], **wanted.get("kwargs", {}))
+        how = f"{chosen.__name__}(...) as called at {wanted['source']}"
+    else:
+        try:
+            model = chosen()
+        except TypeError as error:
+            raise TypeError(f"{chosen.__name__}() needs constructor arguments ({error}); no call in the project gives "
+                            "them as literals: add pitfall_lint_example() returning (model, args)") from None
+        how = f"{chosen.__name__}() with its default arguments"
+    inputs, layer = _inputs_for(model, torch, nn)
+    emit("model-built", how=how, inputs=[list(t.shape) for t in inputs], layer=layer)
+    return model, inputs
+
+
+def _inputs_for(model: Any, torch: Any, nn: Any) -> tuple[tuple[Any, ...], str]:
+    """A batch for the first layer that takes one, the first shape that a plain forward accepts."""
+    required = [
+        p.name for p in inspect.signature(model.forward).parameters.values()
+        if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    if len(required) > 1:
+        raise TypeError(f"{type(model).__name__}.forward takes {len(required)} inputs ({', '.join(required)}): verify "
+                        "can shape only one; add pitfall_lint_example() returning (model, args)")
+    first = next((m for m in model.modules() if m is not model and isinstance(m, (
+        nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Embedding, nn.EmbeddingBag, nn.RNNBase))), None)
+    if first is None:
+        raise LookupError(f"{type(model).__name__} has no layer to shape an input from: add pitfall_lint_example()")
+    if isinstance(first, nn.Linear):
+        candidates = [(torch.randn(_BATCH, first.in_features),), (torch.randn(_BATCH, _SEQUENCE, first.in_features),)]
+    elif isinstance(first, (nn.Embedding, nn.EmbeddingBag)):
+        candidates = [(torch.randint(0, first.num_embeddings, (_BATCH, _SEQUENCE)),)]
+    elif isinstance(first, nn.RNNBase):
+        shape = (_BATCH, _SEQUENCE, first.input_size) if first.batch_first else (_SEQUENCE, _BATCH, first.input_size)
+        candidates = [(torch.randn(*shape),)]
+    else:
+        spatial = {nn.Conv1d: 1, nn.Conv2d: 2, nn.Conv3d: 3}[type(first)] if type(first) in (nn.Conv1d, nn.Conv2d, nn.Conv3d) else 2
+        candidates = [(torch.randn(_BATCH, first.in_channels, *([side] * spatial)),) for side in _IMAGE_SIDES]
+    for inputs in candidates:
+        try:
+            with torch.no_grad():
+                model(*(t[:2] for t in inputs))
+            return inputs, repr(first)
+        except Exception:
+            continue
+    return candidates[0], repr(first)  # the real run shows why it does not fit
+
+
 def main() -> int:
     path, function = os.path.abspath(sys.argv[1]), sys.argv[2]
     os.environ[SCRIPT] = path
-    sys.path.insert(0, os.path.dirname(path))
     emit("start", mode="example", function=function)
     import torch
     from torch.utils._pytree import tree_flatten
 
     with observed(where="example"):
-        model, args, kwargs = _example(path, function)
+        module = import_by_package(path)
+        if function == "-":
+            model, args = _built(module)
+            kwargs: dict[str, Any] = {}
+        else:
+            model, args, kwargs = _example(module, function)
         output = torch.nn.DataParallel(model)(*args, **kwargs)
         floats = [t for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor) and t.is_floating_point()]
         if floats and any(t.requires_grad for t in floats):

@@ -13,11 +13,19 @@ import sys
 from pitfall_lint.harness.child.events import SCRIPT, emit
 from pitfall_lint.harness.child.observe import observed
 
+# The option a script reads its local rank from (`--local_rank`), given to each rank as
+# torch.distributed.launch gives it; torchrun itself only sets LOCAL_RANK.
+LOCAL_RANK_OPTION = "PITFALL_LINT_LOCAL_RANK_OPTION"
+
 
 def main() -> int:
     script = os.path.abspath(sys.argv[1])
     os.environ[SCRIPT] = script
     sys.argv = sys.argv[1:]
+    option = os.environ.get(LOCAL_RANK_OPTION)
+    if option and "LOCAL_RANK" in os.environ:
+        sys.argv.append(f"{option}={os.environ['LOCAL_RANK']}")
+        emit("local-rank-option", option=option)
     sys.path[0] = os.path.dirname(script)
     emit("start", mode="script", argv=sys.argv)
     with observed(where="script"):

@@ -6,27 +6,26 @@
   and what a string became.
 - PFL106: a compiled module (`torch.compile`'s OptimizedModule, or `Module.compile()`) being replicated, with the
   submodules the original model had before the step and after it.
-- PFL212: an attribute that the user's file sets on a wrapper, compared with the wrapped module's own at the next
+- PFL212: an attribute that the user's project sets on a wrapper, compared with the wrapped module's own at the next
   forward.
 Events are emitted a few times per attribute at most; the user's code sees torch's behaviour unchanged.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import warnings
 import weakref
 from typing import Any
 
-from pitfall_lint.harness.child.events import emit, user_line, user_script
+from pitfall_lint.harness.child.events import emit, project_file, user_place
 
 _EVENTS_PER_KIND = 3
 _MISSING = object()
 _state = threading.local()
 _emitted: dict[tuple[Any, ...], int] = {}
-_set_on_wrappers: weakref.WeakKeyDictionary[Any, dict[str, int]] = weakref.WeakKeyDictionary()
+_set_on_wrappers: weakref.WeakKeyDictionary[Any, dict[str, tuple[str, int]]] = weakref.WeakKeyDictionary()
 _registry: dict[Any, Any] = {}  # the gather's warnings, re-issued once per place as Python would
 
 
@@ -83,7 +82,7 @@ def _lost_state(original: Any, replicated: tuple[list[Any], dict[str, dict[str, 
                 attribute=name,
                 original=_shown(own[name]) if name in own else None,
                 replicas=[_shown(vars(c[prefix]).get(name)) for c in copies if prefix in c],
-                line=user_line(),
+                **user_place(),
             )
 
 
@@ -105,7 +104,7 @@ def _compiled_step(compiled: list[tuple[str, Any, list[str]]]) -> None:
     for form, inner, before in compiled:
         after = list(vars(inner).get("_modules", {}))
         if _once("compiled", form, type(inner).__name__):
-            emit("dp-compiled", form=form, module=type(inner).__name__, before=before, after=after, line=user_line())
+            emit("dp-compiled", form=form, module=type(inner).__name__, before=before, after=after, **user_place())
 
 
 def _leaves(value: Any, place: str = "") -> list[tuple[str, str, str]]:
@@ -141,19 +140,19 @@ def _observed_gather(original: Any) -> Any:
         leaves = (_quietly(_leaves, outputs[0]) or []) if outputs else []
         if not leaves:
             return original(self, outputs, output_device)
-        line = user_line()
+        where = user_place()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
                 result = original(self, outputs, output_device)
             except Exception as error:
-                emit("dp-gather", leaves=leaves, replicas=len(outputs), error=f"{type(error).__name__}: {error}", line=line)
+                emit("dp-gather", leaves=leaves, replicas=len(outputs), error=f"{type(error).__name__}: {error}", **where)
                 raise
         for warning in caught:  # shown as they would have been: once per place, under the user's filters
             warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno, registry=_registry)
         if _once("gather", tuple(map(tuple, leaves))):
             emit("dp-gather", leaves=leaves, replicas=len(outputs), warnings=[str(w.message) for w in caught],
-                 strings=_quietly(_map_objects, result) or [], line=line)
+                 strings=_quietly(_map_objects, result) or [], **where)
         return result
 
     return gather
@@ -204,9 +203,9 @@ def _compiled_before(module: Any) -> list[tuple[str, Any, list[str]]]:
 
 
 def _compare_set_attributes(wrapper: Any) -> None:
-    """PFL212: each attribute the user's file set on this wrapper, against the wrapped module's own."""
-    for name, line in list(_set_on_wrappers.get(wrapper, {}).items()):
-        if not _once("wrapper-attribute", type(wrapper).__name__, name, line):
+    """PFL212: each attribute the user's project set on this wrapper, against the wrapped module's own."""
+    for name, (file, line) in list(_set_on_wrappers.get(wrapper, {}).items()):
+        if not _once("wrapper-attribute", type(wrapper).__name__, name, file, line):
             continue
         own = getattr(wrapper.module, name, _MISSING)
         emit(
@@ -214,20 +213,20 @@ def _compare_set_attributes(wrapper: Any) -> None:
             wrapper=type(wrapper).__name__,
             module=type(wrapper.module).__name__,
             attribute=name,
-            set_line=line,
+            set_at={"file": file, "line": line},
             wrapper_value=_shown(vars(wrapper).get(name)),
             module_value=None if own is _MISSING else _shown(own),
-            line=user_line(),
+            **user_place(),
         )
 
 
 def _observed_setattr(original: Any) -> Any:
-    script = user_script()
-
     def setattr_(self: Any, name: str, value: Any) -> None:
         caller = sys._getframe(1)
-        if "module" in vars(self).get("_modules", {}) and os.path.realpath(caller.f_code.co_filename) == script:
-            _set_on_wrappers.setdefault(self, {})[name] = caller.f_lineno
+        if "module" in vars(self).get("_modules", {}):
+            file = project_file(caller.f_code.co_filename)
+            if file is not None:
+                _set_on_wrappers.setdefault(self, {})[name] = (file, caller.f_lineno)
         original(self, name, value)
 
     return setattr_

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from typing import ClassVar
 
 from pitfall_lint.diagnostic import Diagnostic
 from pitfall_lint.harness.record import Judgement, RunRecord
+
+
+@dataclass(frozen=True)
+class Command:
+    """How a run starts: its command line, what it runs in words, and the CUDA devices each of its nodes uses (one
+    per replica, or per local rank)."""
+
+    argv: list[str]
+    what: str
+    devices: int
+    nodes: int = 1
 
 
 @dataclass(frozen=True)
@@ -34,13 +46,13 @@ class Probe:
     # The run kinds that can exercise the pitfall at all.
     kinds: ClassVar[frozenset[str]]
 
-    def environment(self, findings: list[Diagnostic], source_lines: list[str]) -> dict[str, str]:
+    def environment(self, findings: list[Diagnostic]) -> dict[str, str]:
         """Conditions to set up for the run (a slower disk, a busy port), given this probe's findings."""
         return {}
 
-    def launch(self, findings: list[Diagnostic], launch: Launch) -> tuple[list[str], str] | None:
-        """The command (and what it runs, in words) when the pitfall shows only under another launch than the
-        plan's; None to run as planned. Asked only for a distributed script with findings of this probe."""
+    def launch(self, findings: list[Diagnostic], launch: Launch) -> Command | None:
+        """The command when the pitfall shows only under another launch than the plan's; None to run as planned.
+        Asked only for a distributed script with findings of this probe."""
         return None
 
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
@@ -50,6 +62,15 @@ class Probe:
     def observe(self, script: str, run: RunRecord) -> list[tuple[Diagnostic, Judgement]]:
         """Findings that only the run can make (rules with no static check)."""
         return []
+
+
+def at(event: dict, finding: Diagnostic) -> bool:
+    """Whether an event happened at the finding's line (of its file)."""
+    return event.get("line") == finding.line and same_file(event.get("file"), finding.path)
+
+
+def same_file(a: str | None, b: str | None) -> bool:
+    return bool(a and b) and os.path.realpath(a) == os.path.realpath(b)  # type: ignore[arg-type]
 
 
 def errors_matching(run: RunRecord, *fragments: str) -> list[int]:

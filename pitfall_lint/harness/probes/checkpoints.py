@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 
 from pitfall_lint.diagnostic import Diagnostic
-from pitfall_lint.harness.probes.base import Probe, errors_matching, last_line
+from pitfall_lint.harness.probes.base import Probe, at, errors_matching, last_line
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord
 
-_DISTRIBUTED = frozenset({"distributed", "script"})
+_DISTRIBUTED = frozenset({"distributed", "script", "notebook"})
 # Long enough that the other ranks reach their load while rank 0 is still "writing".
 _SAVE_DELAY_SECONDS = "1.5"
 
@@ -25,7 +26,7 @@ class UnguardedSaveProbe(Probe):
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
         writers: dict[str, set[int]] = defaultdict(set)
         for save in run.of("save"):
-            if save.get("line") == finding.line and save.get("path") and save.get("rank") is not None:
+            if at(save, finding) and save.get("path") and save.get("rank") is not None:
                 writers[save["path"]].add(save["rank"])
         if not writers:
             return None
@@ -41,12 +42,32 @@ class UnguardedSaveProbe(Probe):
         return Judgement("not-reproduced", Evidence(f"only rank {_listed(ranks)} wrote {path}"))
 
 
+    def observe(self, script: str, run: RunRecord) -> list[tuple[Diagnostic, Judgement]]:
+        """Two ranks writing one file from a line no static finding flagged (a helper, a framework call)."""
+        from pitfall_lint.rules.unguarded_torch_save import UnguardedTorchSave
+
+        info = UnguardedTorchSave.info
+        writers: dict[tuple[str, int, str], set[int]] = defaultdict(set)
+        for save in run.of("save"):
+            if save.get("file") and save.get("line") and save.get("path") and save.get("rank") is not None:
+                writers[(save["file"], save["line"], save["path"])].add(save["rank"])
+        found = []
+        for (file, line, path), ranks in writers.items():
+            if len(ranks) > 1:
+                mechanism = (f"ranks {_listed(ranks)} each wrote {path} from line {line}: concurrent writers of one file "
+                             "corrupt it (the writes went to the scratch folder)")
+                message = f"every rank saves {os.path.basename(path)} here: save on one rank only (`if rank == 0:`)"
+                found.append((Diagnostic(file, line, 1, info.code, info.name, line, 1, info.severity, message),
+                              Judgement("confirmed", Evidence(mechanism))))
+        return found
+
+
 class MapLocationProbe(Probe):
     code = "PFL202"
     kinds = _DISTRIBUTED
 
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
-        loads = [e for e in run.of("load") if e.get("line") == finding.line and not e.get("map_location") and e.get("rank") is not None]
+        loads = [e for e in run.of("load") if at(e, finding) and not e.get("map_location") and e.get("rank") is not None]
         if not loads:
             return None
         devices = sorted({d for e in loads for d in e.get("saved_on", [])})
@@ -72,18 +93,18 @@ class MapLocationProbe(Probe):
 
 class WrappedStateDictProbe(Probe):
     code = "PFL203"
-    kinds = _DISTRIBUTED | {"example"}
+    kinds = _DISTRIBUTED | {"example", "model"}
 
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
         failures = tuple(errors_matching(run, 'Unexpected key(s) in state_dict: "module.'))
-        saved = [e for e in run.of("save") if e.get("line") == finding.line]
+        saved = [e for e in run.of("save") if at(e, finding)]
         if saved:
             key = next((e["prefixed_key"] for e in saved if e.get("prefixed_key")), None)
             if key is None:
                 return Judgement("not-reproduced", Evidence("the saved state_dict's keys carry no `module.` prefix"))
             tail = f"; loading it into the bare model failed: {last_line(run.errors[failures[0]].get('message')).strip()}" if failures else ""
             return Judgement("confirmed", Evidence(f"every key of the saved state_dict starts with `module.` (e.g. `{key}`){tail}"), failures)
-        lenient = [e for e in run.of("lenient-load") if e.get("line") == finding.line]
+        lenient = [e for e in run.of("lenient-load") if at(e, finding)]
         if lenient:
             event = lenient[0]
             if event.get("unexpected_prefixed") and event.get("loaded") == 0:
@@ -99,14 +120,14 @@ class BarrierProbe(Probe):
     code = "PFL204"
     kinds = _DISTRIBUTED
 
-    def environment(self, findings: list[Diagnostic], source_lines: list[str]) -> dict[str, str]:
+    def environment(self, findings: list[Diagnostic]) -> dict[str, str]:
         return {"PITFALL_LINT_SAVE_DELAY": _SAVE_DELAY_SECONDS} if findings else {}
 
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
-        loads = [e for e in run.of("load") if e.get("line") == finding.line]
+        loads = [e for e in run.of("load") if at(e, finding)]
         failures = [
             i for i in errors_matching(run, "No such file or directory", "PytorchStreamReader failed", "EOFError", "Ran out of input")
-            if (run.errors[i].get("user_frame") or {}).get("line") == finding.line
+            if at(run.errors[i].get("user_frame") or {}, finding)
         ]
         if failures:
             error = run.errors[failures[0]]

@@ -7,7 +7,7 @@ from typing import Any
 
 from pitfall_lint.diagnostic import Diagnostic
 from pitfall_lint.harness.child.collectives import COLLECTIVE_TIMEOUT
-from pitfall_lint.harness.probes.base import Probe, errors_matching, last_line
+from pitfall_lint.harness.probes.base import Probe, at, errors_matching, last_line
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord
 
 # Short enough for a verify run of a few seconds, long enough for the ranks of a loaded CI machine to meet at the
@@ -32,14 +32,14 @@ def _name(event: dict[str, Any]) -> str:
 
 class RankDivergentCollectiveProbe(Probe):
     code = "PFL207"
-    kinds = frozenset({"distributed", "script"})
+    kinds = frozenset({"distributed", "script", "notebook"})
 
-    def environment(self, findings: list[Diagnostic], source_lines: list[str]) -> dict[str, str]:
+    def environment(self, findings: list[Diagnostic]) -> dict[str, str]:
         return {COLLECTIVE_TIMEOUT: TIMEOUT_SECONDS} if findings else {}
 
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
         entered = [e for e in run.of("collective") if e.get("phase") == "enter" and e.get("rank") is not None]
-        here = [e for e in entered if e.get("line") == finding.line]
+        here = [e for e in entered if at(e, finding)]
         if not here:
             return None
         ranks = {e["rank"] for e in run.events if isinstance(e.get("rank"), int)}

@@ -6,10 +6,10 @@ from collections import defaultdict
 from typing import Any
 
 from pitfall_lint.diagnostic import Diagnostic
-from pitfall_lint.harness.probes.base import Probe
+from pitfall_lint.harness.probes.base import Probe, at
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord
 
-_DISTRIBUTED = frozenset({"distributed", "script"})
+_DISTRIBUTED = frozenset({"distributed", "script", "notebook"})
 
 
 def _ranks(events: list[dict[str, Any]]) -> set[int]:
@@ -21,7 +21,7 @@ class MissingSamplerProbe(Probe):
     kinds = _DISTRIBUTED
 
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
-        loaders = [e for e in run.of("loader") if e.get("line") == finding.line]
+        loaders = [e for e in run.of("loader") if at(e, finding)]
         ranks = _ranks(loaders)
         if len(ranks) < 2:
             return None

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import linecache
 import re
 from typing import Any, ClassVar
 
 from pitfall_lint.diagnostic import Diagnostic
-from pitfall_lint.harness.probes.base import Probe, errors_matching
+from pitfall_lint.harness.probes.base import Probe, at, errors_matching
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord
 
 _SHAPES = re.compile(r"got (\[[^\]]*\]), but expected (\[[^\]]*\])")
@@ -23,19 +24,23 @@ def _evidence(error: dict[str, Any], mechanism: str) -> Evidence:
 
 
 class _DataParallelProbe(Probe):
-    kinds = frozenset({"script", "example"})
+    kinds = frozenset({"script", "example", "model", "notebook"})
     failure: ClassVar[re.Pattern[str]]
     clean_run: ClassVar[str]
 
     def mechanism(self, error: dict[str, Any], run: RunRecord) -> str:
         raise NotImplementedError
 
+    def explains(self, finding: Diagnostic, error: dict[str, Any], run: RunRecord) -> bool:
+        """Whether this finding, rather than another, caused the error (the failing frames point at it)."""
+        return True
+
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
         ran_in_parallel = bool(run.of("data-parallel")) or any(e.get("mode") == "cuda" for e in run.of("device"))
         if not ran_in_parallel:
             return None
         for index, error in enumerate(run.errors):
-            if self.failure.search(error.get("message") or ""):
+            if self.failure.search(error.get("message") or "") and self.explains(finding, error, run):
                 return Judgement("confirmed", _evidence(error, self.mechanism(error, run)), (index,))
         if run.returncode == 0 and not run.errors:
             return Judgement("not-reproduced", Evidence(self.clean_run))
@@ -47,8 +52,26 @@ class BoundMethodProbe(_DataParallelProbe):
     failure = re.compile(r"Expected all tensors to be on the same device|is not on the expected device|device \d+ does not equal 0")
     clean_run = "every replica ran to the end on its own parameters"
 
+    def explains(self, finding: Diagnostic, error: dict[str, Any], run: RunRecord) -> bool:
+        """The error passed through the finding's line (a lambda), or through the callable the line stored and a
+        replica called: a stored method that no replica called proves nothing."""
+        frames = error.get("frames") or ([error["user_frame"]] if error.get("user_frame") else [])
+        if any(at(frame, finding) for frame in frames):
+            return True
+        called = {frame.get("function") for frame in frames}
+        text = linecache.getline(finding.path, finding.line)
+        return any(
+            b["callable"] in called and b["callable"] in text and f".{b['attribute'].rsplit('.', 1)[-1]}" in text
+            for b in self._bound(run)
+        )
+
+    @staticmethod
+    def _bound(run: RunRecord) -> list[dict[str, Any]]:
+        return [b for e in run.of("data-parallel") for b in e.get("bound", [])]
+
     def mechanism(self, error: dict[str, Any], run: RunRecord) -> str:
-        bound = [b for e in run.of("data-parallel") for b in e.get("bound", [])]
+        called = {frame.get("function") for frame in error.get("frames") or ()}
+        bound = [b for b in self._bound(run) if b["callable"] in called] or self._bound(run)
         if not bound:
             return "a replica computed with the original module's parameters through a callable stored on the module"
         b = bound[0]
@@ -94,7 +117,7 @@ class SmallBatchProbe(Probe):
     """PFL110 has no static check: the run itself says where a batch was too small for the replicas."""
 
     code = "PFL110"
-    kinds = frozenset({"script", "example"})
+    kinds = frozenset({"script", "example", "model", "notebook"})
 
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
         return None  # never a static finding
@@ -104,13 +127,13 @@ class SmallBatchProbe(Probe):
 
         info = BatchSmallerThanReplicas.info
         failures = errors_matching(run, _BATCH_NORM_FAILURE)
-        found: dict[int, tuple[Diagnostic, Judgement]] = {}
+        found: dict[tuple[str, int], tuple[Diagnostic, Judgement]] = {}
         for event in run.of("scatter"):
             chunks = [c for c in event["chunks"] if c is not None]
-            line = event.get("line")
+            file, line = event.get("file") or script, event.get("line")
             idle = event["replicas"] - len(chunks)
             single = event.get("batch_norm") and 1 in chunks
-            if line is None or line in found or not (idle > 0 or single):
+            if line is None or (file, line) in found or not (idle > 0 or single):
                 continue
             batch = sum(chunks)
             what = f"a batch of {batch} on {event['replicas']} replicas was split into chunks {chunks}"
@@ -121,7 +144,7 @@ class SmallBatchProbe(Probe):
             else:
                 judgement = Judgement("confirmed", Evidence(f"{what}: {idle} replica(s) got nothing and idled"))
             message = f"{what}; use a batch of at least 2 per replica (drop_last=True, or a batch size divisible by them)"
-            diagnostic = Diagnostic(script, line, 1, info.code, info.name, line, 1, info.severity, message)
-            found[line] = (diagnostic, judgement)
+            diagnostic = Diagnostic(file, line, 1, info.code, info.name, line, 1, info.severity, message)
+            found[(file, line)] = (diagnostic, judgement)
         return list(found.values())
 

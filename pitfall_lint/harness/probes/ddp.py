@@ -12,7 +12,7 @@ from pitfall_lint.diagnostic import Diagnostic
 from pitfall_lint.harness.probes.base import Probe, errors_matching, last_line
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord
 
-_DISTRIBUTED = frozenset({"distributed", "script"})
+_DISTRIBUTED = frozenset({"distributed", "script", "notebook"})
 _UNFINISHED_REDUCTION = "Expected to have finished reduction in the prior iteration"
 _READY_TWICE = "Expected to mark a variable ready only once"
 _DEVICE_IDS_ON_CPU = "device_ids and output_device arguments only work with single-device/multiple-device GPU modules"
@@ -82,7 +82,7 @@ class UnusedParametersProbe(Probe):
     code = "PFL205"
     kinds = _DISTRIBUTED
 
-    def environment(self, findings: list[Diagnostic], source_lines: list[str]) -> dict[str, str]:
+    def environment(self, findings: list[Diagnostic]) -> dict[str, str]:
         return dict(_DEBUG) if findings else {}
 
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
@@ -119,7 +119,7 @@ class _DriftProbe(Probe):
     errors: ClassVar[tuple[tuple[str, str], ...]] = ()  # (fragment of DDP's error, mechanism)
     drift_cause: ClassVar[str]
 
-    def environment(self, findings: list[Diagnostic], source_lines: list[str]) -> dict[str, str]:
+    def environment(self, findings: list[Diagnostic]) -> dict[str, str]:
         return dict(_DEBUG) if findings else {}
 
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:

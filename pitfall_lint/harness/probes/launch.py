@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import linecache
 import re
 
 from pitfall_lint.diagnostic import Diagnostic
@@ -18,10 +19,10 @@ def _port_on(line: str) -> int | None:
 
 class HardcodedPortProbe(Probe):
     code = "PFL306"
-    kinds = frozenset({"script", "distributed"})
+    kinds = frozenset({"script", "distributed", "notebook"})
 
-    def environment(self, findings: list[Diagnostic], source_lines: list[str]) -> dict[str, str]:
-        ports = {_port_on(source_lines[f.line - 1]) for f in findings if 0 < f.line <= len(source_lines)}
+    def environment(self, findings: list[Diagnostic]) -> dict[str, str]:
+        ports = {_port_on(linecache.getline(f.path, f.line)) for f in findings}
         ports.discard(None)
         return {"PITFALL_LINT_HOLD_PORTS": ",".join(str(p) for p in sorted(ports))} if ports else {}  # type: ignore[type-var]
 

@@ -7,16 +7,19 @@ loopback, one c10d rendezvous. PFL307 needs the launcher that passes the flag: `
 
 from __future__ import annotations
 
+import re
 import sys
 from collections import defaultdict
 from typing import Any
 
 from pitfall_lint.diagnostic import Diagnostic
 from pitfall_lint.harness.child.nodes import RECORD_WRITES
-from pitfall_lint.harness.probes.base import Launch, Probe, errors_matching, last_line
+from pitfall_lint.harness.probes.base import Command, Launch, Probe, at, errors_matching, last_line
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord
 
 _UNRECOGNIZED = "error: unrecognized arguments: --local-rank="
+# A `--local_rank` that is required is never given: argparse says so before it names the flag it did not know.
+_REQUIRED = re.compile(r"error: the following arguments are required: (.*, )?--local_rank\b")
 _INVALID_ORDINAL = "invalid device ordinal"
 # What the agents raise when a rank failed: its own report, and on the other node the rendezvous store gone with
 # the failed node's agent (or the stop that ends the job): echoes of the failure a verdict explains.
@@ -41,23 +44,24 @@ class RankVsLocalRankProbe(Probe):
     code = "PFL305"
     kinds = frozenset({"distributed"})
 
-    def environment(self, findings: list[Diagnostic], source_lines: list[str]) -> dict[str, str]:
+    def environment(self, findings: list[Diagnostic]) -> dict[str, str]:
         return {RECORD_WRITES: "1"} if findings else {}
 
-    def launch(self, findings: list[Diagnostic], launch: Launch) -> tuple[list[str], str]:
+    def launch(self, findings: list[Diagnostic], launch: Launch) -> Command:
         per_node = max(1, launch.nproc // 2)
         command = [
             sys.executable, "-m", "pitfall_lint.harness.child.two_nodes", str(per_node), str(launch.port), launch.script,
             *launch.script_args,
         ]
-        return command, f"2 nodes x {per_node} rank(s) under torch.distributed.run (two agents on loopback)"
+        return Command(command, f"2 nodes x {per_node} rank(s) under torch.distributed.run (two agents on loopback)",
+                       per_node, nodes=2)
 
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
         places = _places(run)
-        picks = [e for e in run.of("device-pick") if e.get("line") == finding.line]
+        picks = [e for e in run.of("device-pick") if at(e, finding)]
         if picks:
             return self._device(picks, places, run)
-        writes = [e for e in [*run.of("save"), *run.of("write")] if e.get("line") == finding.line and e.get("path")]
+        writes = [e for e in [*run.of("save"), *run.of("write")] if at(e, finding) and e.get("path")]
         if writes:
             return self._writers(writes, places)
         return None
@@ -73,11 +77,13 @@ class RankVsLocalRankProbe(Probe):
             return Judgement("not-reproduced", Evidence(f"every rank picked a device its node has: {chosen}"))
         failures = tuple(i for i in errors_matching(run, _INVALID_ORDINAL) if run.errors[i]["pid"] in {p["pid"] for p in missing})
         error = run.errors[failures[0]] if failures else None
-        emulated = " (emulated: one CUDA device per local process)" if error and "emulation" in error.get("message", "") else ""
+        pickers = {p["pid"] for p in picks}
+        virtual = any(e["pid"] in pickers for e in run.of("virtual-devices"))
+        devices = " (virtual devices: one CUDA device per local process)" if virtual else ""
         return Judgement(
             "confirmed",
             Evidence(
-                f"with RANK and LOCAL_RANK apart on two nodes{emulated}, the global rank picked a device the node does not have: {chosen}",
+                f"with RANK and LOCAL_RANK apart on two nodes{devices}, the global rank picked a device the node does not have: {chosen}",
                 error.get("type") if error else None,
                 error.get("message", "").splitlines()[0] if error else None,
                 error.get("user_frame") if error else None,
@@ -105,20 +111,22 @@ class LegacyLocalRankProbe(Probe):
     code = "PFL307"
     kinds = frozenset({"distributed"})
 
-    def launch(self, findings: list[Diagnostic], launch: Launch) -> tuple[list[str], str]:
+    def launch(self, findings: list[Diagnostic], launch: Launch) -> Command:
         command = launch.agent("torch.distributed.launch", 1, launch.nproc, "pitfall_lint.harness.child.run_launched")
-        return command, f"{launch.nproc} ranks under python -m torch.distributed.launch (it passes --local-rank=<n>)"
+        return Command(command, f"{launch.nproc} ranks under python -m torch.distributed.launch (it passes --local-rank=<n>)",
+                       launch.nproc)
 
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
-        rejected = sorted(line for line in run.output.splitlines() if _UNRECOGNIZED in line)
-        exits = [e for e in run.of("exit") if e.get("status") == "exit"]
+        rejected = sorted(line for line in run.output.splitlines() if _UNRECOGNIZED in line or _REQUIRED.search(line))
+        exits = [e for e in run.of("exit") if e.get("status") == "exit" and e.get("code")]
         if rejected:
-            frame = next((e["user_frame"] for e in exits if e.get("user_frame")), None)
+            frame = next((e["place"] for e in exits if e.get("place")), None)
+            unset = "" if _UNRECOGNIZED in rejected[0] else " left the required --local_rank unset and"
             return Judgement(
                 "confirmed",
                 Evidence(
                     f"torch.distributed.launch passed --local-rank=<n> to each of {len(rejected)} rank(s) and the "
-                    "parser, which knows only --local_rank, stopped each with exit code 2",
+                    f"parser, which knows only --local_rank,{unset} stopped each with exit code 2",
                     "SystemExit",
                     last_line(rejected[0]),
                     frame,

@@ -52,9 +52,9 @@ class SpawnSignatureProbe(Probe):
         """The index ignored and a rank taken from args: the processes join with one rank, and the second one to
         host that rank's store, or to wait for the missing ranks, fails."""
         by_rank: dict[int, set[int]] = defaultdict(set)
-        for event in run.of("joins"):
-            if event["given_rank"] >= 0:
-                by_rank[event["given_rank"]].add(event["pid"])
+        for event in run.of("group-joining"):
+            if event.get("asked_rank", -1) >= 0:
+                by_rank[event["asked_rank"]].add(event["pid"])
         shared = {rank: pids for rank, pids in by_rank.items() if len(pids) > 1}
         if shared:
             rank, pids = min(shared.items())

@@ -7,9 +7,10 @@ import re
 from typing import Any
 
 from pitfall_lint.diagnostic import Diagnostic
-from pitfall_lint.harness.probes.base import Probe, errors_matching, last_line
+from pitfall_lint.harness.probes.base import Probe, at, errors_matching, last_line
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord
 
+_DATA_PARALLEL = frozenset({"script", "example", "model", "notebook"})
 _ATTRIBUTE = re.compile(r"`(\w+)\.(\w+)")  # each rule's message starts with the expression it flags
 _BACKWARD_OF_A_VECTOR = "grad can be implicitly created only for scalar outputs"
 _DEVICE_MISMATCH = (
@@ -35,7 +36,7 @@ def _error_evidence(error: dict[str, Any], mechanism: str) -> Evidence:
 
 class LostStateProbe(Probe):
     code = "PFL104"
-    kinds = frozenset({"script", "example"})
+    kinds = _DATA_PARALLEL
 
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
         if not _ran_in_parallel(run):
@@ -59,7 +60,7 @@ class LostStateProbe(Probe):
 
 class GatheredOutputProbe(Probe):
     code = "PFL105"
-    kinds = frozenset({"script", "example"})
+    kinds = _DATA_PARALLEL
 
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
         if not _ran_in_parallel(run):
@@ -100,7 +101,7 @@ class GatheredOutputProbe(Probe):
 
 class CompiledReplicaProbe(Probe):
     code = "PFL106"
-    kinds = frozenset({"script", "example"})
+    kinds = _DATA_PARALLEL
 
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
         compiled = run.of("dp-compiled")
@@ -134,12 +135,12 @@ class CompiledReplicaProbe(Probe):
 
 class WrapperAttributeProbe(Probe):
     code = "PFL212"
-    kinds = frozenset({"script", "example", "distributed"})
+    kinds = _DATA_PARALLEL | {"distributed"}
 
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
         attribute = _attribute(finding)
         if "sets a new attribute on the wrapper" in finding.message:
-            seen = [e for e in run.of("wrapper-attribute") if e["attribute"] == attribute and e["set_line"] == finding.line]
+            seen = [e for e in run.of("wrapper-attribute") if e["attribute"] == attribute and at(e["set_at"], finding)]
             if not seen:
                 return None  # the wrapper never ran forward after the assignment
             event = seen[0]
@@ -156,7 +157,7 @@ class WrapperAttributeProbe(Probe):
         failures = tuple(
             i
             for i in errors_matching(run, f"object has no attribute '{attribute}'")
-            if (run.errors[i].get("user_frame") or {}).get("line") == finding.line
+            if at(run.errors[i].get("user_frame") or {}, finding)
         )
         if failures:
             error = run.errors[failures[0]]

@@ -1,0 +1,201 @@
+"""Why a run said nothing about a finding, in one line the user can act on: where the script exited and with
+what, the package it needs, the data it lacks, the rank that waited and for what."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pitfall_lint.analysis.scopes import is_main_guard
+from pitfall_lint.harness.probes.base import last_line
+from pitfall_lint.harness.record import RunRecord
+
+NEEDS_CUDA = re.compile(
+    r"Torch not compiled with CUDA enabled|Found no NVIDIA driver|No CUDA GPUs are available|invalid device ordinal"
+    r"|CUDA driver version is insufficient|no attribute '_cuda_setDevice'|ProcessGroupNCCL is only supported with GPUs"
+)
+# Raised by launchers when a child failed: never the cause, always the echo of another failure.
+# SignalException: torch's launcher turning the SIGTERM of a stopped run into an exception.
+ECHOES = frozenset({"ChildFailedError", "ProcessExitedException", "ProcessRaisedException", "KeyboardInterrupt",
+                    "SignalException"})
+# Import names whose distribution is called otherwise.
+_DISTRIBUTIONS = {
+    "cv2": "opencv-python", "PIL": "pillow", "sklearn": "scikit-learn", "skimage": "scikit-image", "yaml": "pyyaml",
+    "bs4": "beautifulsoup4", "attr": "attrs", "dateutil": "python-dateutil", "google.protobuf": "protobuf",
+    "tensorboardX": "tensorboardX", "torch_geometric": "torch-geometric", "apex": "apex (NVIDIA's, built from source)",
+}
+_NETWORK = re.compile(
+    r"Name or service not known|Temporary failure in name resolution|Network is unreachable|No route to host"
+    r"|urlopen error|Max retries exceeded|offline mode is enabled|HF_HUB_OFFLINE|Failed to establish a new connection"
+    r"|ConnectionError|getaddrinfo failed"
+)
+_FILE_CHECK = re.compile(r"\b(exists|isfile|isdir)\(")
+_GPU_ONLY = frozenset({"apex", "flash_attn", "xformers", "triton", "bitsandbytes", "deepspeed", "nvidia", "pynvml", "cupy"})
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Where a run stopped short of its end, and what to do about it."""
+
+    text: str  # "the script exited at train.py:88 with 'error: ...'"
+    hint: str = ""  # "pass them after `--`: pitfall-lint verify train.py -- EPOCHS SAVE_EVERY"
+    error: int | None = None  # the index in RunRecord.errors of the failure that ended the run
+    place: dict[str, Any] | None = None  # where the script exited by itself, when it did
+
+    def sentence(self) -> str:
+        return f"{self.text}; {self.hint}" if self.hint else self.text
+
+
+def _where(place: dict[str, Any] | None) -> str:
+    if not place or not place.get("file"):
+        return ""
+    if place.get("cell"):
+        return f" at {_display(place['file'])}:cell {place['cell']}:{place['cell_line']}"
+    return f" at {_display(place['file'])}:{place['line']}"
+
+
+def _display(path: str) -> str:
+    relative = os.path.relpath(path)
+    return relative if not relative.startswith("..") else path
+
+
+def first_cause(run: RunRecord) -> dict[str, Any] | None:
+    causes = [e for e in run.errors if e.get("type") not in ECHOES]
+    if causes or run.timed_out or run.stopped:
+        return causes[0] if causes else None
+    return run.errors[0] if run.errors else None
+
+
+def final_statement(tree: ast.Module) -> range:
+    """The lines of the program's last statement (inside a closing main guard): `sys.exit(main())` there is its end."""
+    body = tree.body
+    while body:
+        last = body[-1]
+        if isinstance(last, ast.If) and is_main_guard(last.test) and last.body:
+            body = last.body
+            continue
+        return range(last.lineno, (last.end_lineno or last.lineno) + 1)
+    return range(0)
+
+
+def stop_point(run: RunRecord, script_path: str, project_root: str, network_closed: bool = True,
+               timeout: float = 0.0, final: range = range(0)) -> Stop | None:
+    """Why the run ended before its end, or None when every process ran to its end."""
+    if run.stopped:
+        return Stop(run.stopped)
+    refused = run.of("arguments-refused")
+    if refused:
+        return _refused_arguments(refused[0], run, script_path)
+    error = first_cause(run)
+    if error is not None:
+        return replace(_crash(error, project_root, network_closed), error=run.errors.index(error))
+    if run.timed_out:
+        return _timeout(run, timeout)
+    early = [e for e in run.of("exit") if e.get("status") == "exit" and (e.get("code") or e.get("message")
+                                                                        or not _at_the_end(e.get("place"), run.script, final))]
+    if early:
+        exit_event = early[0]
+        said = f"with {exit_event['message']!r}" if exit_event.get("message") else f"with status {exit_event.get('code')}"
+        printed = last_line(run.output)
+        if not exit_event.get("message") and printed:
+            said += f" after printing {printed!r}"
+        return Stop(f"the script exited{_where(exit_event.get('place'))} {said}",
+                    "if it wants more GPUs, --nproc N gives it N virtual ones" if "gpu" in said.lower() else "",
+                    place=exit_event.get("place"))
+    if run.returncode not in (0, None):
+        return Stop(f"the run ended with exit code {run.returncode}" + (f": {last_line(run.output)}" if run.output.strip() else ""))
+    return None
+
+
+def _at_the_end(place: dict[str, Any] | None, script: str, final: range) -> bool:
+    if not place or not place.get("file"):
+        return True  # no line of the project stopped it: the interpreter's own exit
+    return os.path.realpath(place["file"]) == script and place.get("line") in final
+
+
+def _refused_arguments(event: dict[str, Any], run: RunRecord, script_path: str) -> Stop:
+    exit_event = next((e for e in run.of("exit") if e.get("status") == "exit" and e.get("place")), None)
+    place = exit_event.get("place") if exit_event else None
+    text = f"the script exited{_where(place)} with 'error: {event['message']}'"
+    required = event.get("required") or []
+    if required:
+        names = " ".join(n.lstrip("-").upper() if not n.startswith("-") else f"{n} VALUE" for n in required)
+        return Stop(text, f"pass them after `--`: pitfall-lint verify {script_path} -- {names}", place=place)
+    return Stop(text, f"pass the script's arguments after `--` ({event.get('usage', '')})", place=place)
+
+
+def _crash(error: dict[str, Any], project_root: str, network_closed: bool) -> Stop:
+    where = _where(error.get("user_frame"))
+    kind, message = error.get("type"), last_line(error.get("message"))
+    inner, _, rest = message.partition(": ")
+    if rest and inner.isidentifier():  # a replica's error, carried as "RuntimeError: ..." in its last line
+        kind, message = inner, rest
+    if kind == "ModuleNotFoundError" and error.get("module"):
+        return Stop(f"the script needs the module {error['module']!r}{where}", _install_hint(error["module"], project_root))
+    if "is not emulated on the virtual devices" in message:
+        return Stop(f"the run failed{where}: {message.partition(': run verify')[0]}", "run verify on a machine with N GPUs")
+    if NEEDS_CUDA.search(error.get("message") or ""):
+        return Stop(f"the code needs CUDA, which this run lacks{where} ({kind}: {message})", "run verify on a GPU machine")
+    if network_closed and (_NETWORK.search(error.get("message") or "") or _NETWORK.search(kind or "")):
+        return Stop(f"the run failed{where} reaching the network, which verify closes: {kind}: {message}",
+                    "--allow-network lets it through (downloads land in the enclosure and are discarded), or give the "
+                    "script local files")
+    if "doesn't have MPI built in" in message:
+        return Stop(f"the run failed{where}: the script asks for the mpi backend, which this torch was built without",
+                    "use a torch built with MPI, or the gloo backend")
+    code = ((error.get("user_frame") or {}).get("code") or "").strip()
+    if not message and code:
+        message = f"`{code}`"  # a bare assert: its line says what failed
+    if kind in ("FileNotFoundError", "IsADirectoryError", "NotADirectoryError") or _FILE_CHECK.search(code):
+        return Stop(f"the run failed{where}: {kind}: {message}",
+                    "the data or file it reads is missing here; give its location with the script's own options after `--`")
+    return Stop(f"the run failed{where}: {kind}: {message}")
+
+
+def _install_hint(module: str, project_root: str) -> str:
+    parts = module.split(".")
+    for start in range(1, len(parts)):  # `deeplearning.ssl.moco.builder` for the project's moco/builder.py
+        tail = os.path.join(project_root, *parts[start:])
+        if os.path.exists(tail + ".py") or os.path.exists(os.path.join(tail, "__init__.py")):
+            return (f"the project has it as {os.path.relpath(tail, project_root)}, under another package: the script "
+                    "expects the layout of the repository it came from (set PYTHONPATH or restore that layout)")
+    top = parts[0]
+    in_project = os.path.exists(os.path.join(project_root, top)) or os.path.exists(os.path.join(project_root, f"{top}.py"))
+    if in_project:
+        return (f"{top} is part of the project ({os.path.join(project_root, top)}) but not importable from the script's "
+                "folder: run verify from the folder the script expects to start in, or set PYTHONPATH")
+    if top in _GPU_ONLY:
+        return f"pip install {_DISTRIBUTIONS.get(top, top)} (it may need a GPU machine)"
+    return f"pip install {_DISTRIBUTIONS.get(module, _DISTRIBUTIONS.get(top, top))}"
+
+
+def _timeout(run: RunRecord, timeout: float) -> Stop:
+    joining = {e["pid"]: e for e in run.of("group-joining")}
+    joined = {e["pid"] for e in run.of("group-joined")}
+    waiting = [e for pid, e in joining.items() if pid not in joined]
+    if waiting:
+        ranks = sorted({str(e.get("rank")) for e in waiting})
+        first = waiting[0]
+        return Stop(
+            f"rank(s) {', '.join(ranks)} waited{_where(first)} to join the process group (world size "
+            f"{first.get('world_size')}, {first.get('init_method')}) for ranks that never came",
+            "the script's own rendezvous settings (MASTER_ADDR, world size, init_method) disagree with a launch of "
+            "N local ranks; a longer --timeout would not help",
+        )
+    steps = {e.get("rank"): e["step"] for e in run.of("step")}
+    places = []
+    for pid, frames in sorted(run.stacks.items()):
+        inner = next((f for f in frames if os.path.realpath(f["file"]) in run.lines or f["file"] == run.script), None)
+        if inner is not None:
+            rank = run.rank_of(pid)
+            places.append(f"{'rank ' + str(rank) if rank is not None else 'a process'} was{_where(inner)} in {inner['function']}")
+    where = f" ({'; '.join(places[:4])})" if places else ""
+    if steps:
+        bounds = [b for e in run.of("arguments") for b in e.get("bounds", [])]
+        options = ", ".join(f"{b['option']} (now {b['value']})" for b in bounds[:4])
+        hint = f"lower the work with the script's own options after `--`: {options}" if options else "raise --timeout or lower the script's epochs"
+        return Stop(f"the run was still going after {max(steps.values())} optimizer steps when stopped at {timeout:g} s{where}", hint)
+    return Stop(f"the run did not finish within {timeout:g} s{where}", "raise --timeout or lower --steps")

@@ -1,0 +1,108 @@
+"""How verify decides to run a file (no run here: the decisions alone, fast)."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pitfall_lint.harness.planning import constructor_call, model_classes, plan_run
+from pitfall_lint.harness.project import project_root
+from pitfall_lint.harness.reasons import final_statement
+
+
+def plan(source: str, path: str = "model.py", example: str | None = None):  # type: ignore[no-untyped-def]
+    data = textwrap.dedent(source).encode()
+    return plan_run(path, data, ast.parse(data), example)
+
+
+MODEL = """
+    import torch.nn as nn
+    try:
+        from apex import amp
+    except ImportError:
+        amp = None
+    if hasattr(nn, "SiLU"):
+        Activation = nn.SiLU
+    else:
+        Activation = nn.ReLU
+    import sys
+    sys.path.append("..")
+
+
+    class Encoder(nn.Module):
+        def __init__(self, width=8):
+            super().__init__()
+            self.linear = nn.Linear(width, width)
+
+
+    class Net(nn.Module):
+        def __init__(self, width=8):
+            super().__init__()
+            self.encoder = Encoder(width)
+    """
+
+
+def test_a_module_level_try_and_setup_calls_keep_a_model_file_a_model_file() -> None:
+    assert (plan(MODEL).kind, plan(MODEL).reason) == (
+        "model",
+        "it defines modules (Encoder, Net) and no entry point: verify builds one and runs it N-way in nn.DataParallel",
+    )
+    with_example = textwrap.dedent(MODEL) + "\n\ndef pitfall_lint_example():\n    return Net(), (None,)\n"
+    assert (plan(with_example).kind, plan(with_example).example) == ("example", "pitfall_lint_example")
+
+
+def test_the_whole_model_is_built_first() -> None:
+    data = textwrap.dedent(MODEL).encode()
+    assert model_classes("model.py", data, ast.parse(data)) == ["Net", "Encoder"]
+
+
+def test_the_constructor_call_of_the_training_script_is_found(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("from model import Net\nwidth = 4\nm = Net(width)\nmodel = Net(16, depth=2)\n")
+    assert constructor_call(["Net"], [str(tmp_path / "train.py")]) == {
+        "class": "Net", "args": [16], "kwargs": {"depth": 2}, "source": f"{tmp_path / 'train.py'}:4"}
+
+
+def test_a_notebook_runs_as_a_notebook() -> None:
+    assert plan("import torch\n", path="analysis.ipynb").kind == "notebook"
+
+
+def test_a_distributed_script_with_its_own_workers_runs_once() -> None:
+    decided = plan("""
+        import torch.distributed as dist
+        from torch.multiprocessing import Process
+        def run(rank):
+            dist.init_process_group("gloo", rank=rank, world_size=2)
+        if __name__ == "__main__":
+            for rank in range(2):
+                Process(target=run, args=(rank,)).start()
+        """, path="train.py")
+    assert (decided.kind, decided.reason) == (
+        "script", "it starts its own worker processes (Process), so it runs once as `python FILE` and its workers are the ranks")
+
+
+@pytest.mark.parametrize("option", ["--local_rank", "--local-rank"])
+def test_the_local_rank_option_a_script_declares_is_passed(option: str) -> None:
+    decided = plan(f"""
+        import argparse
+        import torch.distributed as dist
+        parser = argparse.ArgumentParser()
+        parser.add_argument("{option}", type=int, default=0)
+        dist.init_process_group("nccl")
+        """, path="train.py")
+    assert (decided.kind, decided.local_rank_option) == ("distributed", option)
+
+
+def test_the_final_statement_is_the_last_one_under_the_main_guard() -> None:
+    tree = ast.parse("import sys\ndef main():\n    return 0\nif __name__ == '__main__':\n    print(1)\n    sys.exit(\n        main())\n")
+    assert final_statement(tree) == range(6, 8)
+
+
+def test_the_project_root_is_the_nearest_marked_folder(tmp_path: Path) -> None:
+    (tmp_path / "proj" / "tools").mkdir(parents=True)
+    (tmp_path / "proj" / "setup.cfg").write_text("")
+    assert project_root(str(tmp_path / "proj" / "tools" / "train.py")) == (tmp_path / "proj", True)
+    (tmp_path / "loose").mkdir()
+    assert project_root(str(tmp_path / "loose" / "train.py")) == (tmp_path / "loose", False)

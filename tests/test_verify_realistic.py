@@ -1,0 +1,300 @@
+"""verify on scripts shaped like real repositories' (tests/verify_cases/realistic): `.cuda()` and nccl on a CPU
+machine, torchvision data with download=True, a model in another file, honest endings, sealed writes."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from marks import REPO
+from test_verify import verdicts
+
+pytest.importorskip("torch", reason="verify needs torch (the [verify] extra); CI installs torch==2.13.0")
+
+REALISTIC = REPO / "tests" / "verify_cases" / "realistic"
+STUB_TORCHVISION = REPO / "tests" / "verify_cases" / "stub_torchvision"
+STUB_DATASETS = REPO / "tests" / "verify_cases" / "stub_datasets"
+
+
+def _works(package: str) -> bool:
+    try:
+        return importlib.util.find_spec(package) is not None and __import__(package) is not None
+    except Exception:  # a torchvision built for another torch fails on import
+        return False
+
+
+def project(tmp_path: Path, name: str) -> Path:
+    """A copy of one realistic project, so that the test can tell whether anything was written into it."""
+    copy = tmp_path / name
+    shutil.copytree(REALISTIC / name, copy)
+    return copy
+
+
+def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(folder.rglob("*"))}
+
+
+def run_verify(path: Path, *args: str, cwd: Path, env: dict[str, str] | None = None,
+               timeout: int = 300) -> tuple[int, dict[str, Any], str]:
+    environment = {**os.environ, **(env or {})}
+    # No CPU torchvision for this torch, no `datasets` on the CI machine: minimal stand-ins of the packages
+    # (tests/verify_cases/stub_*), whose datasets download as the real ones do.
+    stubs = [str(s) for s, package in ((STUB_TORCHVISION, "torchvision"), (STUB_DATASETS, "datasets")) if not _works(package)]
+    environment["PYTHONPATH"] = os.pathsep.join(filter(None, [*stubs, environment.get("PYTHONPATH")]))
+    completed = subprocess.run(
+        [sys.executable, "-m", "pitfall_lint", "verify", "--format", "json", str(path), *args],
+        cwd=cwd, capture_output=True, text=True, timeout=timeout, env=environment,
+    )
+    return completed.returncode, json.loads(completed.stdout) if completed.stdout else {}, completed.stderr
+
+
+# --- a DDP template: argparse, LOCAL_RANK, nccl, .cuda(), CIFAR10 download=True, a log file, a checkpoint ---------
+
+
+def test_ddp_template_confirms_the_unguarded_save_on_virtual_devices(tmp_path: Path) -> None:
+    folder = project(tmp_path, "ddp_template")
+    before = snapshot(folder)
+    returncode, report, stderr = run_verify(folder / "train.py", "--", "--data", "data", "--epochs", "2", cwd=folder)
+    assert returncode == 1, stderr
+    assert report["run"] == "distributed"
+    assert verdicts(report) == {("PFL201", 70, "confirmed")}
+    assert f"ranks 0 and 1 each wrote {folder / 'results' / 'checkpoint.pt'} from line 70" in report["findings"][0]["evidence"]["mechanism"]
+    assert report["notes"][:3] == [
+        "the run saw 2 virtual CUDA devices: CUDA tensors computed on the CPU, each kept its device, and torch's "
+        "cross-device checks applied",
+        "the script asked for nccl; it got gloo (no GPUs for it)",
+        f"CIFAR10('data') at {folder / 'train.py'}:53: its files are not here and the download was blocked; verify used a "
+        "synthetic stand-in of 50000 RGB images of 32x32 in 10 classes (train split)",
+    ]
+    assert "downloads were blocked by the loopback-only network: --allow-network lets them through" in report["notes"]
+    # The log files and the data folder were written inside the enclosure, listed, and kept out of the tree.
+    assert report["written"] == [str(folder / "results" / "train_rank0.log"), str(folder / "results" / "train_rank1.log")]
+    assert snapshot(folder) == before
+    assert report["outcome"] == "finished without a failure; no process left behind"
+
+
+def test_ddp_template_fixed_twin_runs_clean(tmp_path: Path) -> None:
+    folder = project(tmp_path, "ddp_template")
+    returncode, report, stderr = run_verify(folder / "train_fixed.py", "--", "--data", "data", "--epochs", "2", cwd=folder)
+    assert (returncode, report["findings"], report["unexplained"]) == (0, [], []), stderr
+    assert report["stop"] is None
+
+
+def test_a_missing_required_argument_is_not_a_pass(tmp_path: Path) -> None:
+    folder = project(tmp_path, "ddp_template")
+    returncode, report, stderr = run_verify(folder / "train.py", cwd=folder)
+    assert returncode == 2
+    assert verdicts(report) == {("PFL201", 70, "not-run")}
+    expected = (
+        "the script exited at train.py:27 with 'error: the following arguments are required: --data'; "
+        f"pass them after `--`: pitfall-lint verify {folder / 'train.py'} -- --data VALUE"
+    )
+    assert report["stop"] == expected
+    assert report["findings"][0]["evidence"]["mechanism"] == f"line 70 never ran: {expected}"
+    assert report["unexplained"] == []
+    assert stderr.strip().splitlines()[-1] == f"error: {folder / 'train.py'}: not run to its end: {expected}"
+
+
+# --- DataParallel under `if torch.cuda.device_count() > 1`, the model in a package of the project --------------------
+
+
+def test_data_parallel_wraps_and_the_finding_in_the_model_file_is_confirmed(tmp_path: Path) -> None:
+    folder = project(tmp_path, "dp_project")
+    returncode, report, stderr = run_verify(folder / "train.py", "--", "--epochs", "1", cwd=folder)
+    assert returncode == 1, stderr
+    assert verdicts(report) == {("PFL101", 14, "confirmed")}
+    (finding,) = report["findings"]
+    assert finding["path"] == "models/net.py"
+    assert finding["evidence"]["message"] == (
+        "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cuda:1!"
+    )
+    assert finding["evidence"]["user_frame"]["file"] == str(folder / "models" / "blocks.py")
+    assert finding["evidence"]["mechanism"] == (
+        "replica 1 ran `pooled` (stored in `forward`), bound to the original Classifier, on the original's parameters"
+    )
+    assert report["unexplained"] == []
+
+
+def test_data_parallel_fixed_twin_runs_clean(tmp_path: Path) -> None:
+    folder = project(tmp_path, "dp_project")
+    returncode, report, stderr = run_verify(folder / "train_fixed.py", "--", "--epochs", "1", cwd=folder)
+    assert (returncode, report["findings"], report["unexplained"]) == (0, [], []), stderr
+
+
+def test_a_model_file_is_built_from_the_call_in_the_training_script(tmp_path: Path) -> None:
+    folder = project(tmp_path, "dp_project")
+    returncode, report, stderr = run_verify(folder / "models" / "net.py", cwd=folder)
+    assert returncode == 1, stderr
+    assert report["run"] == "model"
+    assert verdicts(report) == {("PFL101", 14, "confirmed")}
+    assert ("verify built Classifier(...) as called at train.py:20 and fed it inputs of shape [8, 16, 8], made for its "
+            "first layer Linear(in_features=8, out_features=32, bias=True)") in report["notes"]
+
+
+# --- evidence the static check could not give -----------------------------------------------------------------------
+
+
+def test_two_ranks_saving_through_a_helper_confirm_the_finding_in_the_helper(tmp_path: Path) -> None:
+    """The project model sees the helper of utils.py called on every rank: a static finding there, confirmed."""
+    folder = project(tmp_path, "ddp_helper")
+    returncode, report, stderr = run_verify(folder / "train.py", cwd=folder)
+    assert returncode == 1, stderr
+    (finding,) = report["findings"]
+    assert (finding["code"], finding["path"], finding["line"], finding["status"]) == ("PFL201", "utils.py", 7, "confirmed")
+    assert finding["found_at_run_time"] is False
+    assert finding["evidence"]["mechanism"].startswith(f"ranks 0 and 1 each wrote {folder / 'checkpoints' / 'last.pt'} from line 7")
+
+
+def test_two_ranks_saving_through_a_table_of_hooks_is_a_finding_found_at_run_time(tmp_path: Path) -> None:
+    """Called back through a table, the helper is out of the project model's sight: only the run sees the writers."""
+    folder = project(tmp_path, "ddp_hooks")
+    returncode, report, stderr = run_verify(folder / "train.py", cwd=folder)
+    assert returncode == 1, stderr
+    (finding,) = report["findings"]
+    assert (finding["code"], finding["path"], finding["line"], finding["status"]) == (
+        "PFL201", str(folder / "utils.py"), 7, "confirmed")
+    assert finding["found_at_run_time"] is True
+    assert finding["evidence"]["mechanism"].startswith(f"ranks 0 and 1 each wrote {folder / 'checkpoints' / 'last.pt'} from line 7")
+
+
+def test_a_hub_text_dataset_that_is_not_cached_gets_a_stand_in(tmp_path: Path) -> None:
+    folder = project(tmp_path, "hub_text")
+    returncode, report, stderr = run_verify(folder / "train.py", cwd=folder, env={"HF_HOME": str(tmp_path / "hf")})
+    assert returncode == 1, stderr
+    assert verdicts(report) == {("PFL201", 41, "confirmed")}
+    assert report["notes"][-2:] == [
+        f"load_dataset('imdb') at {folder / 'train.py'}:32: not cached here and the hub blocked (ConnectionError); verify "
+        "used a synthetic stand-in with the columns text, label (train 25000 rows)",
+        "downloads were blocked by the loopback-only network: --allow-network lets them through",
+    ]
+
+
+# --- honest endings ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "stop", "reason"),
+    [
+        ("exits_early.py", "the script exited at exits_early.py:21 with 'this job needs a node with 8 GPUs'; if it "
+         "wants more GPUs, --nproc N gives it N virtual ones",
+         "line 13 never ran: the script exited at exits_early.py:21 with 'this job needs a node with 8 GPUs'; if it "
+         "wants more GPUs, --nproc N gives it N virtual ones"),
+        ("returns_early.py", None, "the run never exercised this pitfall (nothing ran it in parallel)"),
+    ],
+)
+def test_a_script_that_ends_before_the_flagged_line_is_never_a_pass(tmp_path: Path, name: str, stop: str | None,
+                                                                     reason: str) -> None:
+    folder = project(tmp_path, "endings")
+    returncode, report, stderr = run_verify(folder / name, cwd=folder)
+    assert returncode == 2, stderr
+    assert report["stop"] == (stop.format(folder=folder) if stop else None)
+    (finding,) = report["findings"]
+    assert (finding["status"], finding["evidence"]["mechanism"]) == ("not-run", reason.format(folder=folder))
+    assert stderr.strip().splitlines()[-1].startswith(f"error: {folder / name}: ")
+
+
+def test_required_positional_and_option_arguments_are_named(tmp_path: Path) -> None:
+    folder = project(tmp_path, "endings")
+    returncode, report, _ = run_verify(folder / "needs_arguments.py", cwd=folder)
+    assert returncode == 2
+    assert report["stop"] == (
+        "the script exited at needs_arguments.py:23 with 'error: the following arguments are required: "
+        f"epochs, --data'; pass them after `--`: pitfall-lint verify {folder / 'needs_arguments.py'} -- EPOCHS --data VALUE"
+    )
+    returncode, report, _ = run_verify(folder / "needs_arguments.py", "--", "3", "--data", "x", cwd=folder)
+    assert (returncode, verdicts(report)) == (1, {("PFL101", 13, "confirmed")})
+
+
+# --- launches that are not N plain ranks -----------------------------------------------------------------------------
+
+
+def test_ranks_waiting_for_a_world_that_never_comes_are_told_apart_from_a_slow_run(tmp_path: Path) -> None:
+    folder = project(tmp_path, "launch")
+    returncode, report, stderr = run_verify(folder / "waits_for_ranks.py", "--timeout", "25", cwd=folder)
+    assert returncode == 2
+    assert report["outcome"] == "stopped after 25 s (timeout); no process left behind"
+    assert report["stop"].startswith("rank(s) 0, 1 waited at ")
+    assert "to join the process group (world size 4, env://) for ranks that never came" in report["stop"]
+    assert "a longer --timeout would not help" in report["stop"]
+    assert "raise --timeout" not in stderr
+
+
+def test_a_script_with_its_own_worker_processes_runs_once(tmp_path: Path) -> None:
+    folder = project(tmp_path, "launch")
+    returncode, report, stderr = run_verify(folder / "own_workers.py", cwd=folder)
+    assert (returncode, report["run"], report["unexplained"]) == (0, "script", []), stderr
+    assert report["why"] == ("it starts its own worker processes (Process), so it runs once as `python FILE` and its "
+                             "workers are the ranks")
+
+
+def test_local_rank_option_is_passed_to_each_rank(tmp_path: Path) -> None:
+    """Under torchrun, which passes no flag; with PFL307 selected (the default) verify starts the script under
+    torch.distributed.launch instead, and its dashed `--local-rank=<n>` leaves the required `--local_rank` unset."""
+    folder = project(tmp_path, "launch")
+    returncode, report, stderr = run_verify(folder / "local_rank.py", "--ignore", "PFL307", cwd=folder)
+    assert (returncode, report["run"], report["unexplained"]) == (0, "distributed", []), stderr
+    assert report["notes"][0] == (
+        "the script reads --local_rank: each rank got --local_rank=N, as torch.distributed.launch passes it "
+        "(torchrun sets only LOCAL_RANK)"
+    )
+    returncode, report, stderr = run_verify(folder / "local_rank.py", cwd=folder)
+    assert (returncode, verdicts(report), report["unexplained"], report["stop"]) == (
+        1, {("PFL307", 11, "confirmed")}, [], None), stderr
+    assert report["findings"][0]["evidence"]["message"] == "local_rank.py: error: the following arguments are required: --local_rank"
+    assert not any("each rank got --local_rank=N" in note for note in report["notes"])
+
+
+def test_a_pool_started_at_import_is_stopped_early_and_confirmed(tmp_path: Path) -> None:
+    folder = project(tmp_path, "launch")
+    returncode, report, _ = run_verify(folder / "pool_at_import.py", cwd=folder)
+    assert returncode == 1
+    assert verdicts(report) == {("PFL301", 12, "confirmed")}
+    assert report["outcome"] == "stopped early; no process left behind"
+    assert report["seconds"] < 120
+
+
+def test_the_step_budget_leaves_every_iterator_a_batch(tmp_path: Path) -> None:
+    folder = project(tmp_path, "launch")
+    returncode, report, stderr = run_verify(folder / "tutorial_epochs.py", cwd=folder)
+    assert (returncode, report["unexplained"], report["stop"]) == (0, [], None), stderr
+
+
+def test_a_real_cross_device_mistake_raises_torchs_own_error(tmp_path: Path) -> None:
+    folder = project(tmp_path, "launch")
+    returncode, report, stderr = run_verify(folder / "crosses_devices.py", cwd=folder)
+    assert returncode == 2
+    (failure,) = report["unexplained"]
+    assert failure["message"] == "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cuda:1!"
+    assert failure["user_frame"]["line"] == 8
+
+
+# --- notebooks -------------------------------------------------------------------------------------------------------
+
+
+def test_a_notebook_runs_cell_by_cell_and_its_finding_is_confirmed(tmp_path: Path) -> None:
+    folder = project(tmp_path, "notebook")
+    returncode, report, stderr = run_verify(folder / "data_parallel.ipynb", cwd=folder)
+    assert returncode == 1, stderr
+    assert report["run"] == "notebook"
+    (finding,) = report["findings"]
+    assert (finding["code"], finding["cell"], finding["line"], finding["status"]) == ("PFL101", 3, 5, "confirmed")
+
+
+def test_a_worker_defined_in_a_notebook_fails_as_in_jupyter(tmp_path: Path) -> None:
+    folder = project(tmp_path, "notebook")
+    returncode, report, _ = run_verify(folder / "spawns_worker.ipynb", cwd=folder)
+    assert (returncode, report["findings"]) == (2, [])
+    assert [(u["type"], u["message"]) for u in report["unexplained"]] == [
+        ("AttributeError", "Can't get attribute 'worker' on <module '__main__' (built-in)>")]
+    assert report["notes"][-1] == (
+        f"{folder / 'spawns_worker.ipynb'}:cell 3:1 has a PFL308 finding, which verify has no probe for: it may explain "
+        "the failure"
+    )
