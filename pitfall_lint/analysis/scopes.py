@@ -383,28 +383,61 @@ def _blocks(statement: ast.AST) -> list[list[ast.stmt]]:
 Branch = tuple[str, bool]  # an `if` test (as source) and whether the node is in its body (else its else branch)
 
 
-def _bound_value(statement: ast.stmt, name: str) -> ast.expr | None:
-    """What the statement binds to the name: the value of `name = v`, `name op v` for `name op= v`, and the bare
-    name (a value that cannot be told) for a loop or `with` target; None when it does not bind it."""
-    if isinstance(statement, ast.Assign) and any(is_name(t, name) for t in statement.targets):
-        return statement.value
-    if isinstance(statement, ast.AnnAssign) and statement.value is not None and is_name(statement.target, name):
-        return statement.value
-    if isinstance(statement, ast.AugAssign) and is_name(statement.target, name):
-        return ast.copy_location(ast.BinOp(ast.Name(name, ast.Load()), statement.op, statement.value), statement)
+def _bound_values(statement: ast.stmt) -> list[tuple[str, ast.expr]]:
+    """What the statement binds, by name: the value of `name = v`, `name op v` for `name op= v`, and the bare name (a
+    value that cannot be told) for a loop or `with` target."""
+    if isinstance(statement, ast.Assign):
+        return [(t.id, statement.value) for t in statement.targets if isinstance(t, ast.Name)]
+    if isinstance(statement, ast.AnnAssign) and statement.value is not None and isinstance(statement.target, ast.Name):
+        return [(statement.target.id, statement.value)]
+    if isinstance(statement, ast.AugAssign) and isinstance(statement.target, ast.Name):
+        name = statement.target.id
+        return [(name, ast.copy_location(ast.BinOp(ast.Name(name, ast.Load()), statement.op, statement.value), statement))]
     targets = [statement.target] if isinstance(statement, (ast.For, ast.AsyncFor)) else []
     targets += [item.optional_vars for item in statement.items if item.optional_vars] if isinstance(statement, ast.With) else []
-    if any(name in _bound_names(t, True) for t in targets):
-        return ast.copy_location(ast.Name(name, ast.Load()), statement)
-    return None
+    names = dict.fromkeys(n for t in targets for n in _bound_names(t, True))
+    return [(name, ast.copy_location(ast.Name(name, ast.Load()), statement)) for name in names]
+
+
+def _in_block(parent: ast.AST, index: int, block: list[ast.stmt], child: ast.AST) -> bool:
+    return id(child) in _indexed(parent, ("block-members", index), lambda: {id(s) for s in block})
 
 
 def _branches(chain: Sequence[ast.AST]) -> set[Branch]:
     found = set()
     for parent, child in zip(chain, chain[1:]):
         if isinstance(parent, ast.If) and child is not parent.test:
-            found.add((ast.dump(parent.test), child in parent.body))
+            found.add((ast.dump(parent.test), position_in_block(parent, "body", child) is not None))
     return found
+
+
+_Binding = tuple[ast.stmt, ast.expr, frozenset[Branch], int]  # statement, value, `if` branches on the way, its block
+
+
+def _scope_bindings(scope: ast.AST) -> dict[str, list[_Binding]]:
+    """Every binding in the scope (nested definitions left out), by name, in the order of a walk of its blocks: built
+    once per scope, so that each use looks at the bindings of its own name only."""
+
+    def build() -> dict[str, list[_Binding]]:
+        found: dict[str, list[_Binding]] = {}
+
+        def walk(block: list[ast.stmt], branches: frozenset[Branch]) -> None:
+            for statement in block:
+                if isinstance(statement, (*FUNCTIONS, ast.ClassDef)):
+                    continue
+                for name, value in _bound_values(statement):
+                    found.setdefault(name, []).append((statement, value, branches, id(block)))
+                for inner in _blocks(statement):
+                    if isinstance(statement, ast.If):
+                        walk(inner, branches | {(ast.dump(statement.test), inner is statement.body)})
+                    else:
+                        walk(inner, branches)
+
+        for block in _blocks(scope) if not isinstance(scope, ast.Module) else [scope.body]:
+            walk(block, frozenset())
+        return found
+
+    return _indexed(scope, "scope-bindings", build)
 
 
 def reaching_values(name: str, scope: ast.AST, use: ast.AST, ancestors: Sequence[ast.AST]) -> list[ast.expr]:
@@ -413,27 +446,20 @@ def reaching_values(name: str, scope: ast.AST, use: ast.AST, ancestors: Sequence
     of an `if` does not reach the other branch, nor the other branch of a later `if` on the same test; loops' back
     edges are not followed. Empty when nothing in the scope assigns it first (a parameter, a global)."""
     chain = [*ancestors, use]
-    enclosing = {id(block) for parent, child in zip(chain, chain[1:]) for block in _blocks(parent) if child in block}
+    enclosing = {
+        id(block)
+        for parent, child in zip(chain, chain[1:])
+        for index, block in enumerate(_blocks(parent))
+        if _in_block(parent, index, block, child)
+    }
     exclusive = {(test, not body) for test, body in _branches(chain)}
     position = (getattr(use, "lineno", 0), getattr(use, "col_offset", 0))
     found: list[tuple[ast.expr, bool]] = []
-
-    def walk(block: list[ast.stmt], branches: frozenset[Branch]) -> None:
-        for statement in block:
-            if isinstance(statement, (*FUNCTIONS, ast.ClassDef)) or (statement.lineno, statement.col_offset) >= position:
-                continue
-            value = _bound_value(statement, name)
-            ends_before = (statement.end_lineno or 0, statement.end_col_offset or 0) <= position
-            if value is not None and (ends_before or isinstance(statement, (ast.For, ast.AsyncFor, ast.With))):
-                if not branches & exclusive:
-                    found.append((value, id(block) in enclosing))
-            for inner in _blocks(statement):
-                if isinstance(statement, ast.If):
-                    walk(inner, branches | {(ast.dump(statement.test), inner is statement.body)})
-                else:
-                    walk(inner, branches)
-
-    for block in _blocks(scope) if not isinstance(scope, ast.Module) else [scope.body]:
-        walk(block, frozenset())
+    for statement, value, branches, block in _scope_bindings(scope).get(name, []):
+        if (statement.lineno, statement.col_offset) >= position:
+            continue
+        ends_before = (statement.end_lineno or 0, statement.end_col_offset or 0) <= position
+        if (ends_before or isinstance(statement, (ast.For, ast.AsyncFor, ast.With))) and not branches & exclusive:
+            found.append((value, block in enclosing))
     last_certain = max((i for i, (_, certain) in enumerate(found) if certain), default=0)
     return [value for value, _ in found[last_certain:]]

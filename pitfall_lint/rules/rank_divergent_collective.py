@@ -15,7 +15,7 @@ from pitfall_lint.analysis.collectives import (
 )
 from pitfall_lint.analysis.evidence import snippet
 from pitfall_lint.analysis.ranks import names_rank, one_process_decorators
-from pitfall_lint.analysis.scopes import FUNCTIONS, enclosing_function
+from pitfall_lint.analysis.scopes import FUNCTIONS, enclosing_function, position_in_block
 from pitfall_lint.analysis.training import reaches_backward, runs_without_grad
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
@@ -110,8 +110,7 @@ def _splits_ranks(test: ast.AST) -> bool:
 
 def _block_of(parent: ast.AST, child: ast.AST) -> str:
     for name in ("body", "orelse", "finalbody", "handlers"):
-        block = getattr(parent, name, None)
-        if isinstance(block, list) and any(item is child for item in block):
+        if position_in_block(parent, name, child) is not None:
             return name
     if isinstance(parent, ast.IfExp):
         return "body" if child is parent.body else "orelse" if child is parent.orelse else "test"
@@ -127,7 +126,17 @@ def _exit_word(statement: ast.stmt) -> str | None:
     return None
 
 
-def _restrictions(call: ast.AST, ancestors: list[ast.AST]) -> tuple[_Restriction, ...]:
+def _exits_in(ctx: FileContext, parent: ast.AST, block_name: str) -> list[tuple[int, ast.stmt, str]]:
+    """The early rank exits of a block with their places, found once per block: a long block is not read again for
+    every collective in it."""
+    key = ("pfl207-exits", id(parent), block_name)
+    if key not in ctx.memo:
+        block = getattr(parent, block_name)
+        ctx.memo[key] = [(i, s, word) for i, s in enumerate(block) if (word := _exit_word(s)) is not None]
+    return ctx.memo[key]  # type: ignore[return-value]
+
+
+def _restrictions(ctx: FileContext, call: ast.AST, ancestors: list[ast.AST]) -> tuple[_Restriction, ...]:
     """The rank guards, early rank exits and rank-only decorators of the call's own code that split the ranks; not a
     test every rank answers alike, a list of ranks, or a `raise` on a failed check."""
     found: list[_Restriction] = []
@@ -142,13 +151,12 @@ def _restrictions(call: ast.AST, ancestors: list[ast.AST]) -> tuple[_Restriction
             if rank_decorators:
                 found.append(_Restriction("decorator", parent, rank_decorators[0]))
         block_name = _block_of(parent, child)
-        block = getattr(parent, block_name, None) if block_name in ("body", "orelse", "finalbody") else None
-        for statement in block if isinstance(block, list) else []:
-            if statement is child:
+        if block_name not in ("body", "orelse", "finalbody"):
+            continue
+        place = position_in_block(parent, block_name, child)
+        for index, statement, word in _exits_in(ctx, parent, block_name):
+            if index >= place:  # type: ignore[operator]
                 break
-            word = _exit_word(statement)
-            if word is None:
-                continue
             if word != "raise" and _splits_ranks(statement.test):  # type: ignore[attr-defined]
                 found.append(_Restriction("exit", statement, f"if {snippet(statement.test)}: {word}"))  # type: ignore[attr-defined]
     return tuple(found)
@@ -224,7 +232,7 @@ class RankDivergentCollective(Rule):
             return  # a forward that trains nothing runs a collective only for a module with buffers: not told here
         # Only a split this rule can spell out (a guard, its `else`, an early exit, a decorator): the shared guard
         # analysis also counts code that runs in a single-process run only, where every rank agrees.
-        restrictions = _restrictions(node, ancestors)
+        restrictions = _restrictions(self.ctx, node, ancestors)
         if restrictions:
             self._found.append(_Collective(node, list(ancestors), operation, description, restrictions))
 
