@@ -454,12 +454,16 @@ def reaching_values(name: str, scope: ast.AST, use: ast.AST, ancestors: Sequence
     }
     exclusive = {(test, not body) for test, body in _branches(chain)}
     position = (getattr(use, "lineno", 0), getattr(use, "col_offset", 0))
-    found: list[tuple[ast.expr, bool]] = []
-    for statement, value, branches, block in _scope_bindings(scope).get(name, []):
-        if (statement.lineno, statement.col_offset) >= position:
-            continue
+    entries = _scope_bindings(scope).get(name, [])
+    # The walk meets the bindings in source order: those before the use end at `cut`; read back from there to the
+    # last one that surely ran (in a block that encloses the use), which hides every earlier one.
+    places = _indexed(scope, ("binding-places", name), lambda: [(e[0].lineno, e[0].col_offset) for e in entries])
+    found: list[ast.expr] = []
+    for index in range(bisect.bisect_left(places, position) - 1, -1, -1):
+        statement, value, branches, block = entries[index]
         ends_before = (statement.end_lineno or 0, statement.end_col_offset or 0) <= position
         if (ends_before or isinstance(statement, (ast.For, ast.AsyncFor, ast.With))) and not branches & exclusive:
-            found.append((value, block in enclosing))
-    last_certain = max((i for i, (_, certain) in enumerate(found) if certain), default=0)
-    return [value for value, _ in found[last_certain:]]
+            found.append(value)
+            if block in enclosing:
+                break
+    return found[::-1]

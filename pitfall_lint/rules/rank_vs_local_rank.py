@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from pitfall_lint.analysis.rank_origin import origins, ranks_on_one_machine
 from pitfall_lint.analysis.ranks import depends_on_rank
-from pitfall_lint.analysis.scopes import decorator_names, enclosing_function
+from pitfall_lint.analysis.scopes import decorator_names, enclosing_function, position_in_block
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import Rule
@@ -218,20 +218,30 @@ class RankVsLocalRank(Rule):
         chain = [*ancestors, node]
         for parent, child in zip(chain, chain[1:]):
             if isinstance(parent, ast.If):
-                branch = True if child in parent.body else False if child in parent.orelse else None
+                in_body, in_else = (position_in_block(parent, f, child) is not None for f in ("body", "orelse"))
+                branch = True if in_body else False if in_else else None
                 if branch is not None and self._tests_local_zero(parent.test) is branch:
                     return parent.test
             for field in ("body", "orelse", "finalbody"):
-                block = getattr(parent, field, None)
-                if type(block) is not list or child not in block:
+                place = position_in_block(parent, field, child)
+                if place is None:
                     continue
-                for statement in block[: block.index(child)]:
-                    if (
-                        isinstance(statement, ast.If) and statement.body and isinstance(statement.body[-1], _TERMINATORS)
-                        and self._tests_local_zero(statement.test) is False
-                    ):
+                for index, statement in self._early_exits(parent, field):
+                    if index >= place:
+                        break
+                    if self._tests_local_zero(statement.test) is False:
                         return statement.test
         return None
+
+    def _early_exits(self, parent: ast.AST, field: str) -> list[tuple[int, ast.If]]:
+        """The `if ...: return` statements of a block with their places, found once per block."""
+        key = ("pfl305-early-exits", id(parent), field)
+        if key not in self.ctx.memo:
+            self.ctx.memo[key] = [
+                (i, s) for i, s in enumerate(getattr(parent, field))
+                if isinstance(s, ast.If) and s.body and isinstance(s.body[-1], _TERMINATORS)
+            ]
+        return self.ctx.memo[key]  # type: ignore[return-value]
 
     def _tests_local_zero(self, test: ast.expr) -> bool | None:
         """True when the test holds only on local rank 0 (a node's first process), False only elsewhere, None when
