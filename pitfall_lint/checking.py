@@ -90,6 +90,8 @@ def check_paths(
                 results[path] = cached
             else:
                 pending.append(path)
+        if pool.worker_count(len(pending), pool.available_cores()) >= 2:
+            model.prepare_shared()  # once here, not once in every worker that the files are spread over
         store.put_all(model.take_fresh_summaries())
         for result in pool.check_files(pending, rules, pool.available_cores(), model):
             store.put_all(result.summaries)

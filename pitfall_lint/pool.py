@@ -33,11 +33,16 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
+def worker_count(files: int, jobs: int) -> int:
+    """How many workers check this many files (below 2: the files are checked in this process)."""
+    return min(jobs, files // _MIN_FILES_PER_WORKER)
+
+
 def check_files(
     paths: Sequence[str], rules: Sequence[type[Rule]], jobs: int, project: ProjectModel | None = None
 ) -> Iterator[FileResult]:
     """Results in the order of `paths`. Without a project, each file is a project of its own."""
-    workers = min(jobs, len(paths) // _MIN_FILES_PER_WORKER)
+    workers = worker_count(len(paths), jobs)
     if workers < 2:
         yield from Engine(rules).check_files(paths, project)
         return

@@ -291,3 +291,10 @@ def test_lightning_log_dir_is_read_on_rank_zero_only() -> None:
             def on_fit_end(self, trainer, pl_module):
                 folder = trainer.log_dir
     """))
+
+
+def test_a_collective_in_a_conditional_expression_under_a_rank_guard() -> None:
+    """A branch of `a if c else b` holds no statements: reading the early exits before it must not fail."""
+    from marks import assert_marks
+
+    assert_marks(SETUP + "if rank == 0:\n    value = dist.all_reduce(t) if t.numel() else None  # expect: PFL207\n")

@@ -404,6 +404,13 @@ class ProjectModel:
         reach = self._reach(kind)
         return sorted(reach.classes.get((path, name), []), key=_closeness) + reach.everything
 
+    def prepare_shared(self) -> None:
+        """Answers the questions about the whole project that nearly every file of a large one asks (which module
+        classes each wrapper reaches, whether the project trains distributed) before the files are spread over
+        worker processes, which inherit the answers instead of each computing them again."""
+        for kind in ("DataParallel", "DistributedDataParallel"):
+            self._reach(kind)  # type: ignore[arg-type]
+
     def _reach(self, kind: WrapperKind) -> _Reach:
         return self._memoised(("reach", kind), lambda: self._compute_reach(kind))  # type: ignore[return-value]
 

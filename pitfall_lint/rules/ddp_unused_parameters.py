@@ -250,9 +250,6 @@ class DdpUnusedParameters(Rule):
         methods = _Methods(hierarchy)
         if methods.get("__init__") is None:
             return
-        evidence = self._wrap_without_unused_detection(node, ancestors)
-        if evidence is None:
-            return
         instance = self_name(methods.get("forward"))  # type: ignore[arg-type]
         if instance is None or any(self_name(f) not in (None, instance) for f in methods.every()):
             return
@@ -260,7 +257,10 @@ class DdpUnusedParameters(Rule):
         if not submodules:
             return
         reach = self._forward_uses(methods, instance)
-        if reach is None:
+        if reach is None or all(self._problem(s.name, reach, instance, False) is None for s in submodules):
+            return  # the class's own reading first: the project is asked only about a class with a problem
+        evidence = self._wrap_without_unused_detection(node, ancestors)
+        if evidence is None:
             return
         static_graph = wrap_option(evidence, "static_graph") in ("True", "?")
         where, related = wrapped_at(ctx, evidence)

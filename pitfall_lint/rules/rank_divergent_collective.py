@@ -154,8 +154,10 @@ def _restrictions(ctx: FileContext, call: ast.AST, ancestors: list[ast.AST]) -> 
         if block_name not in ("body", "orelse", "finalbody"):
             continue
         place = position_in_block(parent, block_name, child)
+        if place is None:  # a branch of a conditional expression: no statements before it
+            continue
         for index, statement, word in _exits_in(ctx, parent, block_name):
-            if index >= place:  # type: ignore[operator]
+            if index >= place:
                 break
             if word != "raise" and _splits_ranks(statement.test):  # type: ignore[attr-defined]
                 found.append(_Restriction("exit", statement, f"if {snippet(statement.test)}: {word}"))  # type: ignore[attr-defined]
