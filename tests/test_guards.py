@@ -217,3 +217,9 @@ def test_the_else_of_a_distributed_switch_loads_on_one_process() -> None:
         else:
             state = torch.load("c.pt")
     """))
+
+
+def test_a_negated_number_is_not_read_as_a_test() -> None:
+    """`-x` as a branch test is a value, not `not x`: reading it must end (it recursed without end on
+    pytorch/examples' legacy SNLI script)."""
+    assert_marks(DDP + "offset = -rank\nif -offset:\n    torch.save({}, 'c.pt')  # expect: PFL201\n")

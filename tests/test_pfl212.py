@@ -212,3 +212,36 @@ CASES = {
 @pytest.mark.parametrize("name", CASES)
 def test_case(name: str) -> None:
     assert_marks(dedent(NET) + dedent(CASES[name]))
+
+
+def test_a_wrapper_imported_inside_the_method_that_wraps() -> None:
+    """The wrapper's name is read in the scope of the wrap, whatever the scope of the use."""
+    from marks import assert_marks
+
+    assert_marks(
+        "from torch import nn\n"
+        "class Task(nn.Module):\n"
+        "    def __init__(self, student, device):\n"
+        "        super().__init__()\n"
+        "        from torch.nn.parallel import DistributedDataParallel as DDP\n"
+        "        self.student = DDP(student, device_ids=[device])\n"
+        "    def step(self, x):\n"
+        "        return self.student.freeze_trunk()  # expect: PFL212\n"
+    )
+
+
+def test_a_wrap_outside_init_does_not_reach_the_other_methods() -> None:
+    """timm's distillation task: `compile` reads the bare module's `student`, and its caller compiles before
+    `prepare_distributed` wraps; two methods may run in either order."""
+    from marks import assert_marks
+
+    assert_marks(
+        "from torch import nn\n"
+        "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+        "class Task(nn.Module):\n"
+        "    def prepare_distributed(self, device):\n"
+        "        self.trainable = DDP(self.trainable, device_ids=[device])\n"
+        "        self.trainable.student.eval()  # expect: PFL212\n"
+        "    def compile(self):\n"
+        "        return self.trainable.student\n"
+    )

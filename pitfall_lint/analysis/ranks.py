@@ -190,7 +190,7 @@ class _Reader:
         """The kind of a test that is not a boolean combination."""
         if isinstance(test, ast.Compare) and len(test.ops) == 1:
             return self._comparison(test.left, test.ops[0], test.comparators[0], depth)
-        if isinstance(test, (ast.BoolOp, ast.UnaryOp)):
+        if isinstance(test, ast.BoolOp) or (isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)):
             # `leader = rank == 0 and save` read through a variable: its value as a test.
             if self.holds(test, True, depth):
                 return _Atom.ONE if not self.holds(test, False, depth) else _Atom.RANK

@@ -6,6 +6,7 @@ import ast
 from collections.abc import Callable, Sequence
 
 from pitfall_lint.analysis.modules import same_module
+from pitfall_lint.analysis.ranks import ancestors_of
 from pitfall_lint.analysis.scopes import FUNCTIONS, enclosing_function, enclosing_method, is_name, reaching_values, self_name
 from pitfall_lint.analysis.training import walk_same_scope
 from pitfall_lint.analysis.wrapper_api import DATA_PARALLEL, DISTRIBUTED_DATA_PARALLEL, MODULE
@@ -109,8 +110,14 @@ class WrapperAttributeWithoutModule(Rule):
         stored = self._holders_of(found[0]).get(holder.attr)
         if not stored:
             return
+        # A wrap in `__init__` holds in every other method; a wrap in another method only after it in that method: two
+        # methods of the class may run in either order (timm's tasks compile before `prepare_distributed` wraps).
         position = (node.lineno, node.col_offset)
-        wraps = [w for w, method in stored if method is not found[1] or (w.lineno, w.col_offset) < position]
+        wraps = [
+            w for w, method in stored
+            if (method is not found[1] and getattr(method, "name", "") == "__init__")
+            or (method is found[1] and (w.lineno, w.col_offset) < position)
+        ]
         if wraps:
             self._check_use(node, wraps, lambda: False)
 
@@ -139,7 +146,8 @@ class WrapperAttributeWithoutModule(Rule):
     def _check_use(self, node: ast.Attribute, wraps: list[ast.Call], set_before: Callable[[], bool]) -> None:
         ancestors = self.ctx.ancestors
         holder = ast.unparse(node.value)
-        wrapper, api = _WRAPPERS[self.ctx.qualified_name(wraps[0].func, ancestors) or ""]
+        # The wrap's own scope names the wrapper (an import inside the method that wraps is not seen from here).
+        wrapper, api = _WRAPPERS[self.ctx.qualified_name(wraps[0].func, ancestors_of(self.ctx, wraps[0])) or ""]
         if node.attr in api or _guarded(node.value, ancestors, node):
             return
         owner = next(filter(None, (self._member_of(wrap, node.attr) for wrap in wraps)), None)
