@@ -50,6 +50,9 @@ def check(repository: Path, rules: list[type[Rule]]) -> tuple[int, list[tuple[Di
         files = [os.path.relpath(f) for f in discover(["."], excluder, lambda message: print(f"warning: {message}", file=sys.stderr))]
         # As `pitfall-lint check --select ALL .` in the repository: each file against its project.
         results = check_paths(files, rules, ProjectSettings(excluder), repository, use_cache=False).results
+        for result in results:  # a crash is never a finding: say it, loudly
+            if result.internal_error:
+                print(f"INTERNAL ERROR {repository.name}/{result.path}: {result.internal_error}", file=sys.stderr)
         found = sorted(d for result in results for d in result.diagnostics if d.code != "PFL000")
         return len(files), [(d, hashlib.blake2b(f"{d.path}\n{fingerprint(d)}".encode(), digest_size=8).hexdigest()) for d in found]
     finally:
