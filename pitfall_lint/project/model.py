@@ -9,6 +9,7 @@ lists), so that a cached result can be trusted only while the same questions sti
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -448,9 +449,9 @@ class ProjectModel:
                 reach.everything.append(evidence(WRAPPED_UNKNOWN))
                 continue
             if classes is None:
-                unknown = evidence(WRAPPED_UNKNOWN)
                 for cls in self._classes_at_hand(path):
-                    self._reach_from(cls, lambda _holder, unknown=unknown: unknown, reach.classes)
+                    # What the wrap holds is unknown: every class at hand is reached with that holder.
+                    self._reach_from(cls, functools.partial(_as_unknown, evidence), reach.classes)
                 continue
             for cls in classes:
                 self._reach_from(cls, evidence, reach.classes)
@@ -670,6 +671,10 @@ class ProjectModel:
 
     def view(self, path: str) -> ProjectView:
         return ProjectView(self, path)
+
+
+def _as_unknown(evidence: Callable[[str], Evidence], _holder: str) -> Evidence:
+    return evidence(WRAPPED_UNKNOWN)
 
 
 def _closeness(evidence: Evidence) -> tuple[bool, int]:
