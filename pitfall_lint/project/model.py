@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import functools
 import os
+import re
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import astuple, dataclass, field
@@ -28,6 +29,7 @@ DataParallelMode = Literal["auto", "always", "never"]
 DATA_PARALLEL_MODES: tuple[DataParallelMode, ...] = ("auto", "always", "never")
 # (path, line, what) of the place that proves a fact; empty when the fact rests on no place (a setting).
 Evidence = list
+_IDENTIFIER = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
 _MAX_DEPTH = 3  # call-graph and builder hops followed from a definition
 _DATA_PARALLEL_CALLS = (b"DataParallel(", b"DataParallel (", b"DataParallel as", b"data_parallel(")
 _DP_STRATEGY = (b'"dp"', b"'dp'")
@@ -194,6 +196,22 @@ class ProjectModel:
             return summarize(ctx)  # type: ignore[arg-type]
         except RecursionError:
             return None
+
+    def _files_naming(self, *names: str) -> list[str]:
+        """The files whose source holds every one of these identifiers, from an index of every file's identifiers
+        built once: asking for each function's callers does not read the project again each time."""
+
+        def build() -> dict[bytes, list[str]]:
+            index: dict[bytes, list[str]] = {}
+            for path in self.files:
+                for word in set(_IDENTIFIER.findall(self._content(path) or b"")):
+                    index.setdefault(word, []).append(path)
+            return index
+
+        index: dict[bytes, list[str]] = self._memoised(("identifiers",), build)  # type: ignore[assignment]
+        first, *others = [index.get(name.encode(), []) for name in names]
+        rest = [set(files) for files in others]
+        return [path for path in first if all(path in files for files in rest)]
 
     def _files_with(self, *groups: tuple[bytes, ...]) -> list[str]:
         """The files whose bytes hold a word of every group: the only ones that can define or use what is asked."""
@@ -576,7 +594,7 @@ class ProjectModel:
         else:
             stem = os.path.splitext(os.path.basename(path))[0]
             named = os.path.basename(os.path.dirname(path)) if stem == "__init__" else stem
-        candidates = self._files_with((short.encode(),), (named.encode(),))
+        candidates = self._files_naming(short, named)
         return candidates if path in candidates else [path, *candidates]
 
     def has_callers(self, path: str, name: str) -> bool:
