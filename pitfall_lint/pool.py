@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 from collections.abc import Iterator, Sequence
 
 from pitfall_lint.engine import Engine, FileResult
@@ -16,7 +17,11 @@ _worker: tuple[Engine, ProjectModel | None] | None = None
 
 
 def _start_worker(rules: Sequence[type[Rule]], project: ProjectModel | None) -> None:
+    """The parent answers Ctrl-C and SIGTERM (it stops the pool); a worker inheriting `verify`'s SIGTERM handler
+    printed a KeyboardInterrupt traceback when the pool ended it."""
     global _worker
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _worker = (Engine(rules), project)
 
 

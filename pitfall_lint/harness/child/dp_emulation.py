@@ -25,6 +25,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 import torch.nn.parallel  # noqa: F401  (loads the submodules looked up below)
+from torch._subclasses.fake_tensor import is_fake
 from torch._utils import ExceptionWrapper, _get_device_index
 from torch.autograd import Function
 from torch.overrides import TorchFunctionMode
@@ -143,8 +144,12 @@ def _communication_swapped(virtual: bool) -> Iterator[None]:
 class _OriginalDeviceGuard(TorchFunctionMode):
     """Replica j >= 1 sits on "device j"; the original module's tensors sit on device 0."""
 
+    # Questions about a tensor, not computations on it: they work across devices (torch.compile asks them of the
+    # original's parameters while it traces a replica's forward).
     _SHAPE_ONLY = frozenset({"size", "dim", "shape", "dtype", "device", "requires_grad", "is_cuda", "numel", "ndim",
-                             "layout", "is_sparse", "__len__", "stride", "is_floating_point", "names", "data_ptr"})
+                             "layout", "is_sparse", "__len__", "stride", "is_floating_point", "names", "data_ptr",
+                             "nbytes", "itemsize", "element_size", "storage_offset", "is_contiguous", "is_leaf",
+                             "untyped_storage", "is_inference", "is_nested", "is_quantized", "is_complex"})
 
     def __init__(self, owners: dict[int, str], replica: int) -> None:
         super().__init__()
@@ -156,9 +161,10 @@ class _OriginalDeviceGuard(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         if name == "__get__":
             name = getattr(getattr(func, "__self__", None), "__name__", name)
+        # While torch.compile traces a replica's forward its tensors are fakes, which own no memory to compare.
         if name not in self._SHAPE_ONLY:
             for value in tree_flatten((args, kwargs))[0]:
-                if isinstance(value, torch.Tensor) and not value.is_meta:
+                if isinstance(value, torch.Tensor) and not value.is_meta and not is_fake(value):
                     owner = self.owners.get(value.untyped_storage().data_ptr())
                     if owner is not None:
                         raise RuntimeError(
