@@ -268,6 +268,18 @@ CASES = {
             def step(self, x, lengths):
                 return self.model(x, lengths.tolist())
     """,
+    "name-wrapped-again-belongs-to-the-latest-wrap": """
+        class M(nn.Module):
+            def forward(self, x, sizes):
+                return pack_padded_sequence(x, torch.as_tensor(sizes), batch_first=True)
+        class Plain(nn.Module):
+            def forward(self, x, sizes):
+                return x
+        model = nn.DataParallel(M())
+        model(x, [3, 2])  # expect: PFL103
+        model = nn.DataParallel(Plain())
+        model(x, [3, 2])
+    """,
     "list-before-the-wrap": """
         class M(nn.Module):
             def forward(self, x, lengths):

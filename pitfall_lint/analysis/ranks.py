@@ -17,7 +17,15 @@ import re
 from collections.abc import Sequence
 from enum import Enum
 
-from pitfall_lint.analysis.scopes import FUNCTIONS, Function, decorator_names, enclosing_function, local_value, preceded_by
+from pitfall_lint.analysis.scopes import (
+    FUNCTIONS,
+    Function,
+    decorator_names,
+    enclosing_function,
+    local_value,
+    module_function,
+    preceded_by,
+)
 from pitfall_lint.analysis.training import walk_same_scope
 from pitfall_lint.context import FileContext
 
@@ -179,7 +187,7 @@ class _Reader:
     def _helper_returns(self, name: str, depth: int) -> _Atom | None:
         """What a module-level helper of this file returns, when all its returns agree (`def is_leader(): return
         dist.get_rank() == 0`)."""
-        helper = next((s for s in self.ctx.tree.body if isinstance(s, FUNCTIONS) and s.name == name), None)
+        helper = module_function(self.ctx.tree, name)
         if helper is None:
             return None
         values = [n.value for n in ast.walk(helper) if isinstance(n, ast.Return) and n.value is not None]

@@ -216,6 +216,19 @@ def module_assignments(module: ast.Module) -> dict[str, list[ast.Assign]]:
     return _indexed(module, "module-assignments", build)
 
 
+def module_function(module: ast.Module, name: str) -> Function | None:
+    """The module's top-level function of this name (the first, if several)."""
+
+    def build() -> dict[str, Function]:
+        found: dict[str, Function] = {}
+        for statement in module.body:
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                found.setdefault(statement.name, statement)
+        return found
+
+    return _indexed(module, "module-functions", build).get(name)
+
+
 def is_rebound_between(name: str, scope: ast.AST, after_line: int, before_line: int) -> bool:
     """Whether `name` is assigned (or is a loop target) on a line in (after_line, before_line)."""
 

@@ -9,7 +9,6 @@ lists), so that a cached result can be trusted only while the same questions sti
 from __future__ import annotations
 
 import ast
-import functools
 import os
 import re
 import warnings
@@ -70,11 +69,21 @@ class _Definitions:
 @dataclass
 class _Reach:
     """Which module classes a wrapper can run: every class (`everything`, with the wraps' evidence) and the ones
-    in `classes`, each with the evidence of every wrap that reaches it."""
+    in `classes`, each with the evidence of the wraps that reach it: of wraps that differ only in their place, the
+    first (every question asks for the first wrap of some holder and options, and a long file wraps the same way
+    thousands of times: keeping them all made each question read them all)."""
 
     everything: list[Evidence] = field(default_factory=list)
     chosen: bool = False  # `everything` set by the user (data-parallel = "always"), not assumed
     classes: dict[tuple[str, str], list[Evidence]] = field(default_factory=dict)
+    _kept: set[tuple] = field(default_factory=set)
+
+    def add(self, cls: tuple[str, str] | None, evidence: Evidence) -> None:
+        """Evidence that the wrap runs the class (None: every class)."""
+        kept = (cls, *_way_of_wrapping(evidence))
+        if kept not in self._kept:
+            self._kept.add(kept)
+            (self.everything if cls is None else self.classes.setdefault(cls, [])).append(evidence)
 
 
 class ProjectModel:
@@ -458,21 +467,28 @@ class ProjectModel:
         # wrap reaches only the modules its own file defines or imports.
         incidental = kind == "DataParallel" and self._trains_distributed()
         reach = _Reach()
+        unknown_done: set[tuple] = set()
         for path, wrap in sites:
             def evidence(holder: str, path: str = path, wrap: WrapSite = wrap) -> Evidence:
                 return [self.display(path), wrap.line, wrap.kind, wrap.splits_batch, holder, [list(o) for o in wrap.options]]
 
             classes = self._built_classes(path, wrap.target, 0)
             if classes is None and not incidental:
-                reach.everything.append(evidence(WRAPPED_UNKNOWN))
+                reach.add(None, evidence(WRAPPED_UNKNOWN))
                 continue
             if classes is None:
-                for cls in self._classes_at_hand(path):
-                    # What the wrap holds is unknown: every class at hand is reached with that holder.
-                    self._reach_from(cls, functools.partial(_as_unknown, evidence), reach.classes)
+                # What the wrap holds is unknown: every class at hand is reached with that holder (once per file
+                # and way of wrapping: the classes at hand are the same for every such wrap of the file).
+                done = (path, *_way_of_wrapping(evidence(WRAPPED_UNKNOWN)))
+                if done not in unknown_done:
+                    unknown_done.add(done)
+                    for cls in self._classes_at_hand(path):
+                        for reached in self._reached_from(cls):
+                            reach.add(reached, evidence(WRAPPED_UNKNOWN))
                 continue
             for cls in classes:
-                self._reach_from(cls, evidence, reach.classes)
+                for reached, holder in self._reached_from(cls).items():
+                    reach.add(reached, evidence(holder))
         return reach
 
     def _classes_at_hand(self, path: str) -> list[tuple[str, str]]:
@@ -510,26 +526,27 @@ class ProjectModel:
             found |= built
         return found
 
-    def _reach_from(
-        self, start: tuple[str, str], evidence: Callable[[str], Evidence], reached: dict[tuple[str, str], list[Evidence]]
-    ) -> None:
+    def _reached_from(self, start: tuple[str, str]) -> dict[tuple[str, str], str]:
         """The class and its bases (their code runs in it) as wrapped themselves, then the submodules any of them
-        builds, held by that class; each class once per wrap, by its closest way."""
-        seen: dict[tuple[str, str], str] = {}
-        todo = [(start, WRAPPED_ITSELF)]
-        while todo:
-            cls, holder = todo.pop(0)
-            if cls in seen:
-                continue
-            for class_path, class_name in self._class_ancestors(*cls):
-                if (class_path, class_name) in seen:
+        builds, held by that class: each class reached by a wrap of `start`, with its closest holder."""
+
+        def compute() -> dict[tuple[str, str], str]:
+            seen: dict[tuple[str, str], str] = {}
+            todo = [(start, WRAPPED_ITSELF)]
+            while todo:
+                cls, holder = todo.pop(0)
+                if cls in seen:
                     continue
-                seen[(class_path, class_name)] = holder
-                facts = self._class_facts(class_path, class_name)
-                for ref in facts.builds if facts else ():
-                    todo.extend((built, class_name) for built in self._built_classes(class_path, ref, _MAX_DEPTH - 1) or ())
-        for cls, holder in seen.items():
-            reached.setdefault(cls, []).append(evidence(holder))
+                for class_path, class_name in self._class_ancestors(*cls):
+                    if (class_path, class_name) in seen:
+                        continue
+                    seen[(class_path, class_name)] = holder
+                    facts = self._class_facts(class_path, class_name)
+                    for ref in facts.builds if facts else ():
+                        todo.extend((built, class_name) for built in self._built_classes(class_path, ref, _MAX_DEPTH - 1) or ())
+            return seen
+
+        return self._memoised(("reached-from", start), compute)  # type: ignore[return-value]
 
     def holds_parameters(self, path: str, ref: str) -> bool | None:
         """Whether the project class that `ref` (spelled in `path`) names builds trainable parameters, itself, in a
@@ -691,8 +708,9 @@ class ProjectModel:
         return ProjectView(self, path)
 
 
-def _as_unknown(evidence: Callable[[str], Evidence], _holder: str) -> Evidence:
-    return evidence(WRAPPED_UNKNOWN)
+def _way_of_wrapping(evidence: Evidence) -> tuple:
+    """What a question about a wrap can ask of it: its kind, whether it splits the batch, the holder, the options."""
+    return evidence[2], evidence[3], evidence[4], repr(evidence[5])
 
 
 def _closeness(evidence: Evidence) -> tuple[bool, int]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import bisect
 from collections.abc import Sequence
 
 from pitfall_lint.analysis.scopes import enclosing_function
@@ -55,32 +56,46 @@ class DdpModuleBypass(Rule):
         spelled = dotted(func)
         if spelled is None:
             return None
-        for binding in self._bindings(ancestors):
-            if (
-                binding.inner == spelled
-                and binding.wrapper not in (None, spelled)
-                and binding.call.lineno < call.lineno
-                and not self._rebound_between(spelled, binding, call, ancestors)
-            ):
-                return (
-                    f"`{spelled}(...)` runs the bare model that `{binding.wrapper}` wraps in DistributedDataParallel "
-                    f"(line {binding.call.lineno})"
-                )
-        return None
-
-    def _bindings(self, ancestors: Sequence[ast.AST]) -> list[WrapBinding]:
-        function = enclosing_function(ancestors)
-        return wrap_bindings(self.ctx, function if function is not None else self.ctx.tree)
-
-    def _rebound_between(self, name: str, binding: WrapBinding, call: ast.Call, ancestors: Sequence[ast.AST]) -> bool:
-        """`model = DDP(model)` and the like: after it the name holds the wrapper, or something else."""
         function = enclosing_function(ancestors)
         scope = function if function is not None else self.ctx.tree
-        for node in ast.walk(scope):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, (ast.AnnAssign, ast.For)) else []
-            if any(dotted(t) == name for t in targets) and binding.call.lineno <= node.lineno < call.lineno:  # type: ignore[attr-defined]
-                return True
-        return False
+        lines, bindings = self._bare_model_wraps(scope).get(spelled, ([], []))
+        # The first wrap of it before the call after which nothing rebinds the name (`model = DDP(model)` and the
+        # like: after it the name holds the wrapper, or something else).
+        stores = self._stores(scope).get(spelled, [])
+        last_store = stores[bisect.bisect_left(stores, call.lineno) - 1] if stores and stores[0] < call.lineno else 0
+        first = bisect.bisect_right(lines, last_store)
+        if first < len(lines) and lines[first] < call.lineno:
+            binding = bindings[first]
+            return (
+                f"`{spelled}(...)` runs the bare model that `{binding.wrapper}` wraps in DistributedDataParallel "
+                f"(line {binding.call.lineno})"
+            )
+        return None
+
+    def _bare_model_wraps(self, scope: ast.AST) -> dict[str, tuple[list[int], list[WrapBinding]]]:
+        """The scope's wraps that leave the bare model under another name (`ddp = DDP(model)`), by that model's name,
+        in line order with their lines."""
+        key = ("pfl208-bare-model-wraps", id(scope))
+        if key not in self.ctx.memo:
+            found: dict[str, list[WrapBinding]] = {}
+            for binding in wrap_bindings(self.ctx, scope):
+                if binding.inner is not None and binding.wrapper not in (None, binding.inner):
+                    found.setdefault(binding.inner, []).append(binding)
+            self.ctx.memo[key] = {name: ([b.call.lineno for b in found_], found_) for name, found_ in found.items()}
+        return self.ctx.memo[key]  # type: ignore[return-value]
+
+    def _stores(self, scope: ast.AST) -> dict[str, list[int]]:
+        """The lines where the scope (and the functions in it) assigns a name or attribute chain, by its spelling."""
+        key = ("pfl208-stores", id(scope))
+        if key not in self.ctx.memo:
+            found: dict[str, list[int]] = {}
+            for node in ast.walk(scope):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, (ast.AnnAssign, ast.For)) else []
+                for target in targets:
+                    if (spelled := dotted(target)) is not None:
+                        found.setdefault(spelled, []).append(node.lineno)  # type: ignore[attr-defined]
+            self.ctx.memo[key] = {spelled: sorted(lines) for spelled, lines in found.items()}
+        return self.ctx.memo[key]  # type: ignore[return-value]
 
     def _inside_no_sync(self, ancestors: Sequence[ast.AST]) -> bool:
         """`with ddp.no_sync():` asks for unsynchronised gradients on purpose (accumulation)."""

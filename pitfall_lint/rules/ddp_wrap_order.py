@@ -55,12 +55,15 @@ class DdpWrapOrder(Rule):
 
     def visit(self, node: ast.AST) -> None:
         bindings = wrap_bindings(self.ctx, node)
-        for index, binding in enumerate(bindings):
+        last_wrap_of: dict[str, int] = {}
+        for binding in bindings:
+            if binding.inner:
+                last_wrap_of[binding.inner] = max(last_wrap_of.get(binding.inner, 0), binding.call.lineno)
+        for binding in bindings:
             self._device_ids_on_cpu(binding)
             names = {n for n in (binding.inner, binding.wrapper) if n}
             if binding.wrapper:
                 names.add(f"{binding.wrapper}.module")
-            later = bindings[index + 1 :]
             for statement in itertools.chain([binding.statement], self._following(binding.statement, node)):
                 if statement is not binding.statement:
                     for name in [n for n in names if self._rebinds(statement, n.partition(".module")[0])]:
@@ -69,7 +72,7 @@ class DdpWrapOrder(Rule):
                 if not names:
                     break
                 for problem, culprit in self._changes(statement, names, binding):
-                    if any(b.call.lineno > culprit.lineno and b.inner in names for b in later):
+                    if any(last_wrap_of.get(name, 0) > culprit.lineno for name in names):
                         continue  # wrapped again after the change: that is the fix
                     self.report(culprit, problem)
 
@@ -85,7 +88,9 @@ class DdpWrapOrder(Rule):
                 position = position_in_block(parent, field_name, child)
                 if position is None:
                     continue
-                for item in getattr(parent, field_name)[position + 1 :]:
+                block = getattr(parent, field_name)
+                for index in range(position + 1, len(block)):  # not a slice: a copy of the rest of a long block
+                    item = block[index]
                     inner = [n for n in walk_same_scope([item]) if isinstance(n, ast.stmt)]
                     yield from sorted(inner, key=lambda n: (n.lineno, n.col_offset))
 

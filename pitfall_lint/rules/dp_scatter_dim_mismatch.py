@@ -15,6 +15,7 @@ from pitfall_lint.analysis.scopes import (
     Function,
     enclosing_function,
     local_value,
+    module_function,
     self_name,
 )
 from pitfall_lint.context import FileContext
@@ -142,6 +143,7 @@ class DpScatterDimMismatch(Rule):
         self._packs: list[tuple[ast.Call, tuple[ast.AST, ...]]] = []
         self._reported: set[int] = set()
         self._classes: dict[str, ast.ClassDef] = {}
+        self._stored_wraps: dict[tuple[str, int], list[int]] | None = None
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)
@@ -250,7 +252,7 @@ class DpScatterDimMismatch(Rule):
         key = ("pfl103-returned-class", function_name, index, depth)
         if key in self.ctx.memo:
             return self.ctx.memo[key]  # type: ignore[return-value]
-        function = self._top_level_functions().get(function_name)
+        function = module_function(self.ctx.tree, function_name)
         found = set()
         for node in _own_returns(function) if function is not None else []:
             if node.value is not None:
@@ -259,17 +261,6 @@ class DpScatterDimMismatch(Rule):
         result = self._classes[found.pop()] if len(found) == 1 and None not in found else None
         self.ctx.memo[key] = result
         return result
-
-    def _top_level_functions(self) -> dict[str, Function]:
-        """The module's functions by name, the first of each name."""
-        key = ("pfl103-top-level-functions",)
-        if key not in self.ctx.memo:
-            found: dict[str, Function] = {}
-            for statement in self.ctx.tree.body:
-                if isinstance(statement, FUNCTIONS):
-                    found.setdefault(statement.name, statement)
-            self.ctx.memo[key] = found
-        return self.ctx.memo[key]  # type: ignore[return-value]
 
     def _assignments(self) -> dict[str, list[tuple[ast.Assign, int | None]]]:
         key = ("pfl103-assignments",)
@@ -542,31 +533,45 @@ class DpScatterDimMismatch(Rule):
         if not isinstance(target, (ast.Name, ast.Attribute)):
             return []
         spelled = ast.unparse(target)
-        scope = enclosing_function(ancestors)
-        sites = []
-        for node in self._calls_by_spelling().get(spelled, []):
-            site_ancestors = tuple(ancestors_of(self.ctx, node))
-            if isinstance(target, ast.Name) and (
-                enclosing_function(site_ancestors) is not scope or node.lineno <= call.lineno
-            ):
-                continue  # a local name: calls later in the same function only
-            if isinstance(target, ast.Attribute) and _enclosing_class(site_ancestors) is not _enclosing_class(
-                ancestors
-            ):
-                continue  # `self.model` of another class is another model
-            sites.append((node, site_ancestors, list(node.args)))
-        return sites
+        owner = enclosing_function(ancestors) if isinstance(target, ast.Name) else _enclosing_class(ancestors)
+        lines, sites = self._calls_by_spelling().get((spelled, id(owner)), ([], []))
+        if isinstance(target, ast.Attribute):
+            return [(node, site_ancestors, list(node.args)) for node, site_ancestors in sites]
+        # A local name: its calls later in the same function, up to the next wrap stored in it.
+        wraps = self._wrap_lines().get((spelled, id(owner)), [])
+        after = bisect.bisect_right(wraps, call.lineno)
+        start = bisect.bisect_right(lines, call.lineno)
+        stop = bisect.bisect_left(lines, wraps[after]) if after < len(wraps) else len(lines)
+        return [(node, site_ancestors, list(node.args)) for node, site_ancestors in sites[start:stop]]
 
-    def _calls_by_spelling(self) -> dict[str, list[ast.Call]]:
-        """The file's calls of a name or an attribute chain, by its spelling (`model`, `self.model`)."""
+    def _calls_by_spelling(self) -> dict[tuple[str, int], tuple[list[int], list[tuple[ast.Call, tuple[ast.AST, ...]]]]]:
+        """The file's calls of a name or an attribute chain (`model`, `self.model`), by spelling and owner (the
+        function a name is local to, the class whose attribute it is), in line order with their lines. One pass, so
+        that each wrap reads only its own calls (every wrap reading every `model(...)` of a long file was quadratic)."""
         key = ("pfl103-calls-by-spelling",)
         if key not in self.ctx.memo:
-            found: dict[str, list[ast.Call]] = {}
+            found: dict[tuple[str, int], list[tuple[ast.Call, tuple[ast.AST, ...]]]] = {}
             for node in ast.walk(self.ctx.tree):
                 if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
-                    found.setdefault(ast.unparse(node.func), []).append(node)
-            self.ctx.memo[key] = found
+                    ancestors = tuple(ancestors_of(self.ctx, node))
+                    owner = enclosing_function(ancestors) if isinstance(node.func, ast.Name) else _enclosing_class(ancestors)
+                    found.setdefault((ast.unparse(node.func), id(owner)), []).append((node, ancestors))
+            ordered = {k: sorted(v, key=lambda site: (site[0].lineno, site[0].col_offset)) for k, v in found.items()}
+            self.ctx.memo[key] = {k: ([site[0].lineno for site in v], v) for k, v in ordered.items()}
         return self.ctx.memo[key]  # type: ignore[return-value]
+
+    def _wrap_lines(self) -> dict[tuple[str, int], list[int]]:
+        """The lines where a wrap is stored in a local name (`model = nn.DataParallel(...)`), by name and function."""
+        if self._stored_wraps is None:
+            self._stored_wraps = {}
+            for call, ancestors, _ in self._wrap_calls:
+                parent = ancestors[-1] if ancestors else None
+                if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
+                    key = (parent.targets[0].id, id(enclosing_function(ancestors)))
+                    self._stored_wraps.setdefault(key, []).append(call.lineno)
+            for lines in self._stored_wraps.values():
+                lines.sort()
+        return self._stored_wraps
 
     def _report(self, node: ast.AST, message: str, related: tuple[Related, ...] = ()) -> None:
         if id(node) not in self._reported:

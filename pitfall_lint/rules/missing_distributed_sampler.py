@@ -18,7 +18,14 @@ from pitfall_lint.analysis.samplers import (
     says_training,
     uses_loader_framework,
 )
-from pitfall_lint.analysis.scopes import FUNCTIONS, enclosing_function, local_value, module_assignments, preceded_by
+from pitfall_lint.analysis.scopes import (
+    FUNCTIONS,
+    enclosing_function,
+    local_value,
+    module_assignments,
+    module_function,
+    preceded_by,
+)
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import Rule
@@ -170,7 +177,7 @@ class MissingDistributedSampler(Rule):
             return False
         if (self.ctx.qualified_name(value.func, ancestors) or "").endswith("TensorDataset"):
             return bool(value.args) and all(self._is_random_tensor(a, ancestors, depth + 1) for a in value.args)
-        helper = next((f for f in self.ctx.tree.body if isinstance(f, FUNCTIONS) and isinstance(value.func, ast.Name) and f.name == value.func.id), None)
+        helper = module_function(self.ctx.tree, value.func.id) if isinstance(value.func, ast.Name) else None
         returns = [n.value for n in ast.walk(helper) if isinstance(n, ast.Return) and n.value is not None] if helper else []
         return bool(returns) and all(self._is_synthetic(r, [self.ctx.tree, helper], depth + 1) for r in returns)  # type: ignore[list-item]
 

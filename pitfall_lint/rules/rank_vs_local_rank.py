@@ -164,16 +164,17 @@ class RankVsLocalRank(Rule):
         """The written file is loaded again in the same function: a cache that each node's first process makes for
         the others on that node, where the file system may be the node's own."""
         scope = enclosing_function(self.ctx.ancestors) or self.ctx.tree
-        return any(line > path.lineno for line in self._reads_in(scope).get(ast.unparse(path), ()))
+        return self._last_reads_in(scope).get(ast.unparse(path), 0) > path.lineno
 
-    def _reads_in(self, scope: ast.AST) -> dict[str, list[int]]:
-        """The lines of the scope's loads, by the path they read as spelled: built once per scope."""
+    def _last_reads_in(self, scope: ast.AST) -> dict[str, int]:
+        """The line of the scope's last load of each path, as spelled: built once per scope."""
         key = ("pfl305-reads", id(scope))
         if key not in self.ctx.memo:
-            reads: dict[str, list[int]] = {}
+            reads: dict[str, int] = {}
             for node in ast.walk(scope):
                 if isinstance(node, ast.Call) and node.args and self.ctx.qualified_name(node.func, self.ctx.ancestors) in _READERS:
-                    reads.setdefault(ast.unparse(node.args[0]), []).append(node.lineno)
+                    spelled = ast.unparse(node.args[0])
+                    reads[spelled] = max(reads.get(spelled, 0), node.lineno)
             self.ctx.memo[key] = reads
         return self.ctx.memo[key]  # type: ignore[return-value]
 
