@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import bisect
-import itertools
 from collections.abc import Iterable, Iterator, Sequence
 
 from pitfall_lint.analysis.scopes import FUNCTIONS, Function, position_in_block
@@ -267,13 +266,16 @@ def reaches_backward(ctx: FileContext, value: ast.expr, ancestors: Sequence[ast.
     function = next((a for a in reversed(ancestors) if isinstance(a, FUNCTIONS)), None)
     owner = function if function is not None else ancestors[0] if ancestors else None
     statement = next((a for a in reversed(ancestors) if isinstance(a, ast.stmt)), None)
-    if statement is None or owner is None:
-        return None
+    if statement is None or owner is None or isinstance(statement, _COMPOUND):
+        return None  # a compound statement's header (`for x in model(y):`) is not followed
     names: set[str] = set()
     line = statement.lineno
     statements = _simple_statements(ctx, owner)
     first = bisect.bisect_left(statements, line, key=lambda n: n.lineno)
-    for current in itertools.islice(statements, first, None):
+    for index in range(first, len(statements)):  # not islice, which would step through the first statements
+        current = statements[index]
+        if current is not statement and not names and current.lineno > line:
+            return None  # the value was not stored: nothing later can carry its graph
         start = value if current is statement else None
         if current is not statement and current.lineno == line:
             continue
