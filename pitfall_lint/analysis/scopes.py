@@ -222,7 +222,7 @@ def module_function(module: ast.Module, name: str) -> Function | None:
     def build() -> dict[str, Function]:
         found: dict[str, Function] = {}
         for statement in module.body:
-            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if isinstance(statement, FUNCTIONS):
                 found.setdefault(statement.name, statement)
         return found
 

@@ -119,6 +119,11 @@ def _enclosing_class(ancestors: Sequence[ast.AST]) -> ast.ClassDef | None:
     return next((a for a in reversed(ancestors) if isinstance(a, ast.ClassDef)), None)
 
 
+def _owner(spelled: ast.expr, ancestors: Sequence[ast.AST]) -> ast.AST | None:
+    """Whose `model` or `self.model` a spelling is: the function a name is local to, the class of an attribute."""
+    return enclosing_function(ancestors) if isinstance(spelled, ast.Name) else _enclosing_class(ancestors)
+
+
 def _parameters(function: Function) -> list[str]:
     arguments = function.args
     return [a.arg for a in [*arguments.posonlyargs, *arguments.args]]
@@ -143,7 +148,6 @@ class DpScatterDimMismatch(Rule):
         self._packs: list[tuple[ast.Call, tuple[ast.AST, ...]]] = []
         self._reported: set[int] = set()
         self._classes: dict[str, ast.ClassDef] = {}
-        self._stored_wraps: dict[tuple[str, int], list[int]] | None = None
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)
@@ -533,7 +537,7 @@ class DpScatterDimMismatch(Rule):
         if not isinstance(target, (ast.Name, ast.Attribute)):
             return []
         spelled = ast.unparse(target)
-        owner = enclosing_function(ancestors) if isinstance(target, ast.Name) else _enclosing_class(ancestors)
+        owner = _owner(target, ancestors)
         lines, sites = self._calls_by_spelling().get((spelled, id(owner)), ([], []))
         if isinstance(target, ast.Attribute):
             return [(node, site_ancestors, list(node.args)) for node, site_ancestors in sites]
@@ -554,24 +558,22 @@ class DpScatterDimMismatch(Rule):
             for node in ast.walk(self.ctx.tree):
                 if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
                     ancestors = tuple(ancestors_of(self.ctx, node))
-                    owner = enclosing_function(ancestors) if isinstance(node.func, ast.Name) else _enclosing_class(ancestors)
-                    found.setdefault((ast.unparse(node.func), id(owner)), []).append((node, ancestors))
+                    found.setdefault((ast.unparse(node.func), id(_owner(node.func, ancestors))), []).append((node, ancestors))
             ordered = {k: sorted(v, key=lambda site: (site[0].lineno, site[0].col_offset)) for k, v in found.items()}
             self.ctx.memo[key] = {k: ([site[0].lineno for site in v], v) for k, v in ordered.items()}
         return self.ctx.memo[key]  # type: ignore[return-value]
 
     def _wrap_lines(self) -> dict[tuple[str, int], list[int]]:
         """The lines where a wrap is stored in a local name (`model = nn.DataParallel(...)`), by name and function."""
-        if self._stored_wraps is None:
-            self._stored_wraps = {}
+        key = ("pfl103-stored-wraps",)
+        if key not in self.ctx.memo:
+            found: dict[tuple[str, int], list[int]] = {}
             for call, ancestors, _ in self._wrap_calls:
                 parent = ancestors[-1] if ancestors else None
                 if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
-                    key = (parent.targets[0].id, id(enclosing_function(ancestors)))
-                    self._stored_wraps.setdefault(key, []).append(call.lineno)
-            for lines in self._stored_wraps.values():
-                lines.sort()
-        return self._stored_wraps
+                    found.setdefault((parent.targets[0].id, id(enclosing_function(ancestors))), []).append(call.lineno)
+            self.ctx.memo[key] = {k: sorted(lines) for k, lines in found.items()}
+        return self.ctx.memo[key]  # type: ignore[return-value]
 
     def _report(self, node: ast.AST, message: str, related: tuple[Related, ...] = ()) -> None:
         if id(node) not in self._reported:

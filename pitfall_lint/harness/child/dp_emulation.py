@@ -161,9 +161,9 @@ class _OriginalDeviceGuard(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         if name == "__get__":
             name = getattr(getattr(func, "__self__", None), "__name__", name)
-        # While torch.compile traces a replica's forward its tensors are fakes, which own no memory to compare.
         if name not in self._SHAPE_ONLY:
             for value in tree_flatten((args, kwargs))[0]:
+                # While torch.compile traces a replica's forward its tensors are fakes, which own no memory to compare.
                 if isinstance(value, torch.Tensor) and not value.is_meta and not is_fake(value):
                     owner = self.owners.get(value.untyped_storage().data_ptr())
                     if owner is not None:
