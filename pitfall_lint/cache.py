@@ -3,7 +3,9 @@
 Stored under the project in `.pitfall_lint_cache/` (safe to delete; it ignores itself in git),
 one file per configuration, written atomically so that concurrent runs never read half a file.
 A result that rests on other files of the project is kept with the questions its rules asked the project
-model and the answers they got; it is reused only while the project still gives the same answers.
+model and the answers they got; it is reused only while the project still gives the same answers. Each entry
+also keeps the fingerprint of the project it was last known to hold for: while nothing in the project changed,
+no question is asked again (what keeps a warm run of a large project fast).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pitfall_lint.diagnostic import Diagnostic, FixPlan, Related
 from pitfall_lint.engine import FileResult
 from pitfall_lint.project.store import FOLDER, write_json_atomically
 
-_ROW_FORMAT = 3  # the Diagnostic's own fields, then the fix plan, then the related places
+_ROW_FORMAT = 4  # the Diagnostic's own fields, then the fix plan, then the related places; entries end in a fingerprint
 
 
 def _to_row(diagnostic: Diagnostic) -> list[object]:
@@ -59,10 +61,22 @@ class ResultCache:
         except (TypeError, ValueError, IndexError):
             return None  # written by another version of the row format: check the file afresh
 
-    def put(self, path: str, key: str, result: FileResult) -> None:
+    def holds_for(self, path: str) -> str | None:
+        """The fingerprint of the project the stored result of this file was last known to hold for."""
+        entry = self._entries.get(path)
+        return entry[3] if entry is not None and len(entry) > 3 else None
+
+    def confirm(self, path: str, fingerprint: str) -> None:
+        """The stored result still holds for the project with this fingerprint (its questions were asked again)."""
+        entry = self._entries.get(path)
+        if entry is not None and entry[3] != fingerprint:
+            entry[3] = fingerprint
+            self._dirty = True
+
+    def put(self, path: str, key: str, result: FileResult, fingerprint: str) -> None:
         if result.internal_error is None:  # a crash of ours is reported again next time
             questions = [[question, list(arguments), answer] for question, arguments, answer in result.questions]
-            self._entries[path] = [key, [_to_row(d) for d in result.diagnostics], questions]
+            self._entries[path] = [key, [_to_row(d) for d in result.diagnostics], questions, fingerprint]
             self._dirty = True
 
     def save(self) -> None:

@@ -35,19 +35,20 @@ class CheckRun:
     projects: dict[str, ProjectModel] = field(default_factory=dict)  # by path as given
 
 
-def project_root(path: str, settings: ProjectSettings) -> Path | None:
-    """The root of the project the file belongs to, None when it belongs to none."""
-    return settings.root.resolve() if settings.root is not None else find_project_root(os.path.dirname(os.path.abspath(path)))
+def project_root(path: str, settings: ProjectSettings, known: dict[Path, Path | None] | None = None) -> Path | None:
+    """The root of the project the file belongs to, None when it belongs to none (`known`: see find_project_root)."""
+    return settings.root.resolve() if settings.root is not None else find_project_root(os.path.dirname(os.path.abspath(path)), known)
 
 
 def _groups(paths: Sequence[str], settings: ProjectSettings) -> dict[Path | None, list[str]]:
     """The files of each project root; None holds the files that belong to no project."""
     groups: dict[Path | None, list[str]] = {}
     roots: dict[str, Path | None] = {}
+    known: dict[Path, Path | None] = {}
     for path in paths:
         folder = os.path.dirname(os.path.abspath(path))
         if folder not in roots:
-            roots[folder] = project_root(path, settings)
+            roots[folder] = project_root(path, settings, known)
         groups.setdefault(roots[folder], []).append(path)
     return groups
 
@@ -81,24 +82,31 @@ def check_paths(
     for root, members in _groups(paths, settings).items():
         model = project_model(root, members, settings, store)
         keys = {path: _content_key(path) for path in members} if cache is not None else {}
+        fingerprint = model.fingerprint() if cache is not None else ""
         pending = []
         for path in members:
             run.projects[path] = model
             key = keys.get(path)
             cached = cache.get(path, key) if cache is not None and key is not None else None
-            if cached is not None and still_answered(model, cached.questions):
+            if cache is not None and cached is not None and (cache.holds_for(path) == fingerprint or still_answered(model, cached.questions)):
+                cache.confirm(path, fingerprint)
                 results[path] = cached
             else:
                 pending.append(path)
         if pool.worker_count(len(pending), pool.available_cores()) >= 2:
-            model.prepare_shared()  # once here, not once in every worker that the files are spread over
+            # Once here, not once in every worker that the files are spread over; what it reads first is
+            # summarised on every core.
+            unsummarised = [path for path in model.shared_files() if not model.has_summary(path)]
+            if len(unsummarised) >= 2:
+                store.put_all(pool.summarize_files(unsummarised, pool.available_cores(), model))
+            model.prepare_shared()
         store.put_all(model.take_fresh_summaries())
         for result in pool.check_files(pending, rules, pool.available_cores(), model):
             store.put_all(result.summaries)
             results[result.path] = result
             key = keys.get(result.path)
             if cache is not None and key is not None:
-                cache.put(result.path, key, result)
+                cache.put(result.path, key, result, fingerprint)
     if cache is not None:
         cache.save()
     store.save()

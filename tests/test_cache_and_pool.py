@@ -104,3 +104,38 @@ def test_rows_of_another_format_are_checked_afresh(project: Path) -> None:
     stored["save.py"][1][0] = stored["save.py"][1][0][:-3]  # a malformed row: three fields short
     cache_file.write_text(json.dumps(stored))
     assert check() == [("save.py", "PFL201", 4)]
+
+
+def test_an_unchanged_project_asks_no_question_again_and_a_change_asks_them_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each cached result keeps the fingerprint of the project it holds for: a warm run of an unchanged project
+    reuses it as it is; any change in the project asks its questions again, and a changed answer is seen."""
+    import shutil
+
+    from pitfall_lint import checking
+
+    shutil.copytree(REPO / "fixtures" / "projects" / "guard-in-caller" / "clean", tmp_path / "clean")
+    monkeypatch.chdir(tmp_path / "clean")
+    assert check() == []
+    asked: list[object] = []
+
+    def counting(model: object, questions: object) -> bool:
+        asked.append(questions)
+        return checking_still_answered(model, questions)  # type: ignore[arg-type]
+
+    checking_still_answered = checking.still_answered
+    monkeypatch.setattr(checking, "still_answered", counting)
+    assert check() == []
+    assert asked == []
+    train = Path("train.py")
+    train.write_text(train.read_text() + "# an edit that changes no answer\n")
+    assert check() == []
+    # The two unchanged files' results, re-validated by asking again: utils/__init__.py asked nothing, utils/io.py
+    # whether every caller of save_weights is rank-guarded.
+    assert sorted(len(questions) for questions in asked) == [0, 2]  # type: ignore[arg-type]
+    asked.clear()
+    assert check() == []
+    assert asked == []  # re-validated results hold for the new fingerprint
+    train.write_text(train.read_text().replace("        if RANK in {-1, 0}:\n            save_weights", "        save_weights"))
+    assert check() == [("utils/io.py", "PFL201", 11)]

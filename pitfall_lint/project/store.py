@@ -27,7 +27,7 @@ def write_json_atomically(folder: Path, name: str, document: object) -> None:
     descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-")
     try:
         with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            json.dump(document, handle, separators=(",", ":"))
+            handle.write(json.dumps(document, separators=(",", ":")))  # dumps: json's C encoder, dump has none
         os.replace(temporary, folder / name)
     except BaseException:
         os.unlink(temporary)
@@ -35,18 +35,24 @@ def write_json_atomically(folder: Path, name: str, document: object) -> None:
 
 
 class SummaryStore:
-    """Summary rows by content key; `None` as the folder keeps them in memory only."""
+    """Summary rows by content key; `None` as the folder keeps them in memory only. Read on the first use: a warm
+    run whose results all hold never needs a summary."""
 
     def __init__(self, folder: Path | None) -> None:
         self._folder = folder
         self._name = f"summaries-{hashlib.blake2b(f'{__version__}/{FORMAT}'.encode(), digest_size=8).hexdigest()}.json"
-        self._rows: dict[str, list] = {}
+        self._loaded: dict[str, list] | None = None if folder is not None else {}
         self._dirty = False
-        if folder is not None:
+
+    @property
+    def _rows(self) -> dict[str, list]:
+        if self._loaded is None:
+            assert self._folder is not None
             try:
-                self._rows = json.loads((folder / self._name).read_text(encoding="utf-8"))
+                self._loaded = json.loads((self._folder / self._name).read_text(encoding="utf-8"))
             except (OSError, ValueError):
-                pass  # no cache yet, or an unreadable one: start afresh
+                self._loaded = {}  # no cache yet, or an unreadable one: start afresh
+        return self._loaded
 
     def get(self, key: str) -> list | None:
         return self._rows.get(key)
