@@ -9,6 +9,7 @@ lists), so that a cached result can be trusted only while the same questions sti
 from __future__ import annotations
 
 import ast
+import hashlib
 import os
 import re
 import warnings
@@ -16,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import astuple, dataclass, field
 from typing import Literal
 
-from pitfall_lint.analysis.distributed import DISTRIBUTED_TRIGGERS
+from pitfall_lint.analysis.distributed import DISTRIBUTED_TRIGGERS, SPAWNERS
 from pitfall_lint.analysis.modules import is_torch_module_name
 from pitfall_lint.analysis.scopes import definition_name
 from pitfall_lint.analysis.wrappers import same_checkpoint
@@ -28,12 +29,16 @@ DataParallelMode = Literal["auto", "always", "never"]
 DATA_PARALLEL_MODES: tuple[DataParallelMode, ...] = ("auto", "always", "never")
 # (path, line, what) of the place that proves a fact; empty when the fact rests on no place (a setting).
 Evidence = list
-_IDENTIFIER = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+# An identifier as a whole (`\b`: never the tail of a longer one, nor of a number, `e5` in `1e5`), so that the index
+# of a file's identifiers and a search for one agree.
+_IDENTIFIER = re.compile(rb"\b[A-Za-z_]\w*")
 _MAX_DEPTH = 3  # call-graph and builder hops followed from a definition
+_SCANS_BEFORE_INDEX = 8  # searches of every file's bytes for a name cost as much as the index of them all
 _DATA_PARALLEL_CALLS = (b"DataParallel(", b"DataParallel (", b"DataParallel as", b"data_parallel(")
 _DP_STRATEGY = (b'"dp"', b"'dp'")
 _LIGHTNING_ENTRIES = (b"Fabric(",)
 _COMPILE = "torch.compile"
+_SPAWN_WORDS = tuple(sorted({name.rpartition(".")[2].encode() for name in SPAWNERS}))
 
 
 def may_wrap_in_data_parallel(data: bytes) -> bool:
@@ -107,6 +112,7 @@ class ProjectModel:
         self._keys: dict[str, str] = {}  # content key by path
         self._trees: dict[str, object] = {}  # path -> FileContext of a file being checked right now
         self._memo: dict[tuple, object] = {}
+        self._scans = 0  # questions answered by reading the files' bytes, before the index of identifiers
         self._fresh: dict[str, list] = {}
 
     def __getstate__(self) -> dict[str, object]:
@@ -160,6 +166,14 @@ class ProjectModel:
             self._keys[path] = content_key(data)
         return self._keys[path]
 
+    def fingerprint(self) -> str:
+        """What every answer rests on: the root, the mode, each file with its content, and the folder paths are
+        displayed from. Two models with one fingerprint answer every question alike."""
+        digest = hashlib.blake2b(f"{self.root}\0{self.data_parallel}\0{os.getcwd()}".encode(), digest_size=16)
+        for path in self.files:
+            digest.update(f"\0{path}\0{self._key(path)}".encode())
+        return digest.hexdigest()
+
     def summary(self, path: str) -> FileSummary | None:
         key = self._key(path)
         if key is None:
@@ -207,18 +221,28 @@ class ProjectModel:
             return None
 
     def _files_naming(self, *names: str) -> list[str]:
-        """The files whose source holds every one of these identifiers, from an index of every file's identifiers
-        built once: asking for each function's callers does not read the project again each time."""
-
-        def build() -> dict[bytes, list[str]]:
-            index: dict[bytes, list[str]] = {}
+        """The files whose source holds every one of these identifiers. The first few questions read the bytes (a
+        pre-commit run on one file asks a few); after them, an index of every file's identifiers is built once, so
+        that asking for each function's callers does not read the project again each time."""
+        index: dict[bytes, list[str]] | None = self._memo.get(("identifiers",))  # type: ignore[assignment]
+        words = [name.encode() for name in names]
+        if not all(_IDENTIFIER.fullmatch(word) for word in words):
+            return []  # not an identifier (`01_train`, the stem of a script): no source can spell it
+        if index is None and self._scans < _SCANS_BEFORE_INDEX:
+            self._scans += 1
+            spelled = [re.compile(rb"\b" + re.escape(word) + rb"\b") for word in words]
+            return [
+                path
+                for path in self.files
+                if (data := self._content(path)) is not None and all(w in data and p.search(data) for w, p in zip(words, spelled))
+            ]
+        if index is None:
+            index = {}
             for path in self.files:
                 for word in set(_IDENTIFIER.findall(self._content(path) or b"")):
                     index.setdefault(word, []).append(path)
-            return index
-
-        index: dict[bytes, list[str]] = self._memoised(("identifiers",), build)  # type: ignore[assignment]
-        first, *others = [index.get(name.encode(), []) for name in names]
+            self._memo[("identifiers",)] = index
+        first, *others = [index.get(word, []) for word in words]
         rest = [set(files) for files in others]
         return [path for path in first if all(path in files for files in rest)]
 
@@ -438,21 +462,34 @@ class ProjectModel:
         worker processes, which inherit the answers instead of each computing them again."""
         for kind in ("DataParallel", "DistributedDataParallel"):
             self._reach(kind)  # type: ignore[arg-type]
+        self._scans = _SCANS_BEFORE_INDEX  # so many files ask so many questions that the index pays from the first
 
     def _reach(self, kind: WrapperKind) -> _Reach:
         return self._memoised(("reach", kind), lambda: self._compute_reach(kind))  # type: ignore[return-value]
 
-    def _wrap_sites(self, kind: WrapperKind) -> list[tuple[str, WrapSite]]:
+    def shared_files(self) -> list[str]:
+        """The files whose summaries `prepare_shared` reads first (those that may wrap a module), to be summarised
+        beforehand on every core."""
+        kinds: tuple[WrapperKind, ...] = ("DataParallel", "DistributedDataParallel") if self.data_parallel == "auto" else ("DistributedDataParallel",)
+        return sorted({path for kind in kinds for path in self._may_wrap(kind)})
+
+    def _may_wrap(self, kind: WrapperKind) -> list[str]:
         if kind == "DataParallel":
-            files = [p for p in self.files if (data := self._content(p)) is not None and may_wrap_in_data_parallel(data)]
-        else:
-            files = self._files_with((kind.encode(),))
+            return [p for p in self.files if (data := self._content(p)) is not None and may_wrap_in_data_parallel(data)]
+        return self._files_with((kind.encode(),))
+
+    def _wrap_sites(self, kind: WrapperKind) -> list[tuple[str, WrapSite]]:
         return [
             (path, wrap)
-            for path in files
+            for path in self._may_wrap(kind)
             for wrap in (self.summary(path) or FileSummary()).wraps
             if (wrap.kind not in _DISTRIBUTED_WRAPS if kind == "DataParallel" else wrap.kind == kind)
         ]
+
+    def has_summary(self, path: str) -> bool:
+        """Whether the summary of the file is at hand (computed, or cached by its content)."""
+        key = self._key(path)
+        return key is not None and (key in self._summaries or self._store.get(key) is not None)
 
     def _compute_reach(self, kind: WrapperKind) -> _Reach:
         if kind == "DataParallel" and self.data_parallel != "auto":
@@ -664,7 +701,10 @@ class ProjectModel:
 
         def compute() -> Evidence | None:
             owner, _, short = name.rpartition(".")
-            for site_path in self._possible_callers(path, owner, short):
+            spawning = set(self._files_with(_SPAWN_WORDS))
+            for site_path in self._possible_callers(path, owner, short) if spawning else ():
+                if site_path not in spawning:
+                    continue  # every way of starting processes spells one of the words: no summary needed
                 summary = self.summary(site_path)
                 for ref, line in summary.spawns if summary else ():
                     if ref.rpartition(".")[2] == short and self.resolve(site_path, ref)[1:] == (path, name):
