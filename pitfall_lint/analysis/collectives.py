@@ -10,6 +10,7 @@ import ast
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pitfall_lint.analysis.scopes import statements_in
 from pitfall_lint.analysis.wrappers import holds_wrapper
 from pitfall_lint.context import FileContext
 
@@ -151,7 +152,7 @@ def _imported_roots(ctx: FileContext) -> frozenset[str]:
     key = ("imported-roots",)
     if key not in ctx.memo:
         roots = set()
-        for node in ast.walk(ctx.tree):
+        for node in statements_in(ctx.tree):  # imports are statements: no walk of the expressions
             if isinstance(node, ast.Import):
                 roots.update(alias.name.partition(".")[0] for alias in node.names)
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:

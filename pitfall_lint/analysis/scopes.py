@@ -367,6 +367,8 @@ def preceded_by(
     long block stays linear."""
     chain = [*ancestors, node]
     for index, (parent, child) in enumerate(zip(chain, chain[1:])):
+        if not isinstance(child, ast.stmt):  # only statements stand in blocks
+            continue
         for field_name in ("body", "orelse", "finalbody"):
             place = position_in_block(parent, field_name, child)
             if place is None:

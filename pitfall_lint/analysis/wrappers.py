@@ -19,6 +19,11 @@ _MAX_DEPTH = 3
 def holds_wrapper(ctx: FileContext, name: str, ancestors: Sequence[ast.AST], line: int, wrappers: frozenset[str] = WRAPPERS) -> bool:
     """True when the last assignment to `name` before `line` (in the function, else at module level) wraps it in one
     of `wrappers` (qualified names; DataParallel and DistributedDataParallel unless told)."""
+    key = ("names-a-wrapper", wrappers)
+    if key not in ctx.memo:  # a file that never spells a wrapper's name cannot call one
+        ctx.memo[key] = any(w.rpartition(".")[2].encode() in ctx.text.data for w in wrappers)
+    if not ctx.memo[key]:
+        return False
     function = enclosing_function(ancestors)
     value = local_value(name, function, line, ctx.tree)
     if value is None and function is not None:

@@ -276,7 +276,9 @@ class _Builder:
         self.spawns: list[tuple[str, int]] = []
         self.saves: list[tuple[str, int]] = []
         self.setups: list[tuple[str, int]] = []
-        self.signatures: list[Signature] = []
+        # A module-level function or a method of a module-level class (what can be started in a process), with
+        # the names read anywhere in it (decorators and defaults included), gathered by the one walk.
+        self.signed: dict[int, tuple[ast.FunctionDef | ast.AsyncFunctionDef, str, str, set[str]]] = {}
         self.callers: dict[int, str] = {}
 
     def handlers(self) -> dict[type[ast.AST], list[Handler]]:
@@ -286,6 +288,7 @@ class _Builder:
             ast.AsyncFunctionDef: [self.on_function],
             ast.Return: [self.on_return],
             ast.Call: [self.on_call],
+            ast.Name: [self.on_name],
         }
         # Only a file with one of the set-up words can set up distributed training: the others need no look.
         if any(word in self.ctx.text.data for word in _DISTRIBUTED_WORDS):
@@ -309,7 +312,16 @@ class _Builder:
         scopes = [a for a in ancestors if isinstance(a, (ast.ClassDef, *FUNCTIONS))]
         # Only these can be started in a process: spawn pickles the function by its qualified name.
         if not scopes or (len(scopes) == 1 and isinstance(scopes[0], ast.ClassDef)):
-            self.signatures.append(_signature(node, scope_path(ancestors, node), "function" if not scopes else method_kind(node)))
+            self.signed[id(node)] = (node, scope_path(ancestors, node), "function" if not scopes else method_kind(node), set())
+
+    def on_name(self, node: ast.AST) -> None:
+        assert isinstance(node, ast.Name)
+        if not isinstance(node.ctx, ast.Load):
+            return
+        outer = [a for a in self.ctx.ancestors if isinstance(a, _SCOPES)][:2]
+        signed = self.signed.get(id(outer[0] if outer and isinstance(outer[0], FUNCTIONS) else outer[-1])) if outer else None
+        if signed is not None:
+            signed[3].add(node.id)
 
     def on_return(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Return)
@@ -410,18 +422,18 @@ class _Builder:
             distributed=tuple(self.setups),
             spawns=tuple(self.spawns),
             wrapper_saves=tuple(self.saves),
-            signatures=tuple(self.signatures),
+            signatures=tuple(_signature(*signed) for signed in self.signed.values()),
         )
 
 
 _DISTRIBUTED_WORDS = tuple(word.encode() for word in DISTRIBUTED_TRIGGERS)
+_SCOPES = (ast.ClassDef, *FUNCTIONS)
 
 
-def _signature(function: ast.FunctionDef | ast.AsyncFunctionDef, name: str, kind: str) -> Signature:
+def _signature(function: ast.FunctionDef | ast.AsyncFunctionDef, name: str, kind: str, read: set[str]) -> Signature:
     arguments = function.args
     positional = tuple(a.arg for a in [*arguments.posonlyargs, *arguments.args])
     required_keywords = tuple(a.arg for a, default in zip(arguments.kwonlyargs, arguments.kw_defaults) if default is None)
-    read = {n.id for n in ast.walk(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     decorated = any(d not in _SIGNATURE_KEEPING and not d.endswith(".record") for d in decorator_names(function))
     return Signature(
         name, function.lineno, kind, positional, len(arguments.defaults), arguments.vararg is not None, required_keywords,

@@ -462,6 +462,10 @@ def _frozen_names(ctx: FileContext) -> frozenset[str]:
     if key in ctx.memo:
         return ctx.memo[key]  # type: ignore[return-value]
     names: set[str] = set()
+    data = ctx.text.data
+    if data.isascii() and b"requires_grad" not in data and b"freeze" not in data.lower():
+        ctx.memo[key] = frozenset(names)  # nothing to read: every way of freezing spells one of these words
+        return ctx.memo[key]  # type: ignore[return-value]
 
     def attributes(node: ast.AST) -> set[str]:
         return {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}

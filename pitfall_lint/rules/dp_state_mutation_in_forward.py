@@ -244,6 +244,13 @@ class DpStateMutationInForward(Rule):
         functions = {f.name: f for f in node.body if isinstance(f, FUNCTIONS)}
         if "forward" not in functions:
             return
+        ancestors = [*self.ctx.ancestors, node]
+        if not is_module_class(self.ctx, node, ancestors):
+            return
+        # Asked before the methods are read: in a project that never wraps in DataParallel, no class needs reading.
+        reach = data_parallel_reach(self.ctx, node, ancestors, told_only=True)
+        if reach is None:
+            return
         kinds = class_methods(self.ctx, node)
         names = {name for name, kind in kinds.items() if kind == "method"} & set(functions)
         methods = {
@@ -255,12 +262,6 @@ class DpStateMutationInForward(Rule):
             return
         tree = self._forward_tree(methods)
         if not any(methods[m].writes for m in tree):
-            return
-        ancestors = [*self.ctx.ancestors, node]
-        if not is_module_class(self.ctx, node, ancestors):
-            return
-        reach = data_parallel_reach(self.ctx, node, ancestors, told_only=True)
-        if reach is None:
             return
         where, related = wrapped_at(self.ctx, reach)
         registered, in_place = self._registered(methods)
