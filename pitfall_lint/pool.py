@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 from collections.abc import Callable, Iterator, Sequence
@@ -21,6 +22,7 @@ def _start_worker(rules: Sequence[type[Rule]], project: ProjectModel | None) -> 
     """The parent answers Ctrl-C and SIGTERM (it stops the pool); a worker inheriting `verify`'s SIGTERM handler
     printed a KeyboardInterrupt traceback when the pool ended it."""
     global _worker
+    gc.freeze()  # what the parent built (the project model) is never garbage here: no collection reads it again
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _worker = (Engine(rules), project)
