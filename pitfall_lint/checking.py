@@ -7,6 +7,7 @@ that file the diagnostics a run over the whole project gives it.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -82,14 +83,14 @@ def check_paths(
     for root, members in _groups(paths, settings).items():
         model = project_model(root, members, settings, store)
         keys = {path: _content_key(path) for path in members} if cache is not None else {}
-        fingerprint = model.fingerprint() if cache is not None else ""
+        fingerprint = functools.cache(model.fingerprint)  # read from every file of the project: only when needed
         pending = []
         for path in members:
             run.projects[path] = model
             key = keys.get(path)
             cached = cache.get(path, key) if cache is not None and key is not None else None
-            if cache is not None and cached is not None and (cache.holds_for(path) == fingerprint or still_answered(model, cached.questions)):
-                cache.confirm(path, fingerprint)
+            if cache is not None and cached is not None and (cache.holds_for(path) == fingerprint() or still_answered(model, cached.questions)):
+                cache.confirm(path, fingerprint())
                 results[path] = cached
             else:
                 pending.append(path)
@@ -101,12 +102,15 @@ def check_paths(
                 store.put_all(pool.summarize_files(unsummarised, pool.available_cores(), model))
             model.prepare_shared()
         store.put_all(model.take_fresh_summaries())
+        # One file checked alone (a pre-commit run) does not read the whole project for a fingerprint that nothing
+        # else needs: its result holds for no known state of the project, and the next run asks its questions again.
+        held = fingerprint() if cache is not None and (len(pending) > 1 or fingerprint.cache_info().currsize) else ""
         for result in pool.check_files(pending, rules, pool.available_cores(), model):
             store.put_all(result.summaries)
             results[result.path] = result
             key = keys.get(result.path)
             if cache is not None and key is not None:
-                cache.put(result.path, key, result, fingerprint)
+                cache.put(result.path, key, result, held)
     if cache is not None:
         cache.save()
     store.save()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import traceback
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -43,6 +42,8 @@ def _in_cells(diagnostic: Diagnostic, notebook: NotebookSource) -> Diagnostic:
 
 
 def _describe_internal_error(error: Exception) -> str:
+    import traceback  # here: only a bug of ours needs it, and every run would pay for its import
+
     frames = [f for f in traceback.extract_tb(error.__traceback__) if "pitfall_lint" in f.filename]
     where = f" at {frames[-1].filename.rpartition('pitfall_lint')[2].lstrip('/')}:{frames[-1].lineno}" if frames else ""
     return f"internal error{where}: {type(error).__name__}: {error}"

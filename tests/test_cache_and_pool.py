@@ -139,3 +139,30 @@ def test_an_unchanged_project_asks_no_question_again_and_a_change_asks_them_all(
     assert asked == []  # re-validated results hold for the new fingerprint
     train.write_text(train.read_text().replace("        if RANK in {-1, 0}:\n            save_weights", "        save_weights"))
     assert check() == [("utils/io.py", "PFL201", 11)]
+
+
+def test_one_changed_file_checked_alone_reads_no_fingerprint_and_is_asked_again_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pre-commit case: the file's result is stored as holding for no known state of the project."""
+    import shutil
+
+    from pitfall_lint import checking
+    from pitfall_lint.project.model import ProjectModel
+
+    shutil.copytree(REPO / "fixtures" / "projects" / "guard-in-caller" / "bad", tmp_path / "bad")
+    monkeypatch.chdir(tmp_path / "bad")
+    assert check() == [("utils/io.py", "PFL201", 11)]
+    io = Path("utils/io.py")
+    io.write_text(io.read_text() + "# edited\n")
+    with monkeypatch.context() as patched:
+        patched.setattr(ProjectModel, "fingerprint", lambda self: pytest.fail("fingerprint read for one file"))
+        assert check("utils/io.py") == [("utils/io.py", "PFL201", 11)]
+    asked: list[object] = []
+    real = checking.still_answered
+    monkeypatch.setattr(checking, "still_answered", lambda model, questions: asked.append(questions) or real(model, questions))
+    assert check() == [("utils/io.py", "PFL201", 11)]
+    assert len(asked) == 3  # utils/io.py, asked again once; train.py and utils/__init__.py, after the edit
+    asked.clear()
+    assert check() == [("utils/io.py", "PFL201", 11)]
+    assert asked == []
