@@ -38,6 +38,7 @@ _DATA_PARALLEL_CALLS = (b"DataParallel(", b"DataParallel (", b"DataParallel as",
 _DP_STRATEGY = (b'"dp"', b"'dp'")
 _LIGHTNING_ENTRIES = (b"Fabric(",)
 _COMPILE = "torch.compile"
+_DISTRIBUTED_WORDS = tuple(word.encode() for word in DISTRIBUTED_TRIGGERS)
 _SPAWN_WORDS = tuple(sorted({name.rpartition(".")[2].encode() for name in SPAWNERS}))
 
 
@@ -45,12 +46,14 @@ def may_wrap_in_data_parallel(data: bytes) -> bool:
     """Whether a file can hold a DataParallel wrap site: a call or alias of the wrapper (DistributedDataParallel
     aside), a Lightning Trainer/Fabric given "dp", or transformers' Trainer. Read from the bytes: most files
     that mention DataParallel only use DDP, and need no summary."""
-    data = data.replace(b"DistributedDataParallel", b"")
-    if any(word in data for word in _DATA_PARALLEL_CALLS):
+    if b"DataParallel" in data or b"data_parallel(" in data:  # the cheap look first: no copy of most files
+        data = data.replace(b"DistributedDataParallel", b"")
+        if any(word in data for word in _DATA_PARALLEL_CALLS):
+            return True
+    # The rarer word of each pair first: every file of a large project is read this way.
+    if any(word in data for word in _LIGHTNING_ENTRIES) and any(word in data for word in _DP_STRATEGY):
         return True
-    if any(word in data for word in _DP_STRATEGY) and any(word in data for word in _LIGHTNING_ENTRIES):
-        return True
-    return b"transformers" in data and b"Trainer(" in data
+    return b"Trainer(" in data and b"transformers" in data
 
 Symbol = tuple[str, ...]  # ("class" | "function", path, scope path), ("external", ref) or ("unknown",)
 _UNKNOWN: Symbol = ("unknown",)
@@ -541,8 +544,16 @@ class ProjectModel:
         return found
 
     def _trains_distributed(self) -> bool:
-        words = tuple(w.encode() for w in DISTRIBUTED_TRIGGERS)
-        return any((s := self.summary(p)) is not None and s.distributed for p in self._files_with(words))
+        """Read file by file until one sets up distributed training: most projects that do, tell it early."""
+
+        def compute() -> bool:
+            return any(
+                (data := self._content(p)) is not None and any(w in data for w in _DISTRIBUTED_WORDS)
+                and (s := self.summary(p)) is not None and bool(s.distributed)
+                for p in self.files
+            )
+
+        return self._memoised(("trains-distributed",), compute)  # type: ignore[return-value]
 
     def _built_classes(self, path: str, ref: str, depth: int) -> set[tuple[str, str]] | None:
         """The project classes a call builds (through builder functions); None when the source cannot tell."""
