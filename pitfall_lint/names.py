@@ -23,11 +23,15 @@ _CANONICAL_PREFIXES: dict[str, str] = {
     "torch.distributed.distributed_c10d.": "torch.distributed.",
 }
 
+_PREFIX_ROOTS = tuple({prefix.partition(".")[0] + "." for prefix in _CANONICAL_PREFIXES})
+
 _FUNCTION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 _Scope = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
 
 
 def canonical(name: str) -> str:
+    if not name.startswith(_PREFIX_ROOTS):
+        return name  # the cheap look first: most names are not torch's
     for prefix, replacement in _CANONICAL_PREFIXES.items():
         if name.startswith(prefix):
             return replacement + name[len(prefix) :]

@@ -181,17 +181,16 @@ def collective_call(ctx: FileContext, call: ast.Call, ancestors: Sequence[ast.AS
     if method is None:
         return None
     qualified = ctx.qualified_name(func, ancestors) or ""
-    spelled = ast.unparse(func)
     operation = qualified.rpartition(".")[2]
     if operation in TORCH_COLLECTIVES and qualified.startswith(_TORCH_PREFIXES):
-        return operation, f"`{spelled}`"
+        return operation, f"`{ast.unparse(func)}`"
     if qualified in _FUNCTIONS:
-        return operation, f"`{spelled}`, {_FUNCTIONS[qualified]}"
+        return operation, f"`{ast.unparse(func)}`, {_FUNCTIONS[qualified]}"
     if not isinstance(func, ast.Attribute):
         return _wrapper_forward(ctx, call, ancestors)
     receiver = func.value
     if method == "state_dict" and isinstance(receiver, ast.Name) and holds_wrapper(ctx, receiver.id, ancestors, call.lineno, _FSDP):
-        return method, f"`{spelled}()` of an FSDP module (a full state_dict gathers the shards from every rank)"
+        return method, f"`{ast.unparse(func)}()` of an FSDP module (a full state_dict gathers the shards from every rank)"
     roots = _imported_roots(ctx)
     words = _receiver_words(receiver)
     for entry in _HIDDEN:
@@ -202,7 +201,7 @@ def collective_call(ctx: FileContext, call: ast.Call, ancestors: Sequence[ast.AS
             and (not entry.keyword or any(k.arg == entry.keyword and _is_true(k.value) for k in call.keywords))
             and (not entry.sharded_only or any(word in ctx.text.data for word in _SHARDING_WORDS))
         ):
-            return method, f"`{spelled}`, {entry.what}"
+            return method, f"`{ast.unparse(func)}`, {entry.what}"
     return None
 
 
