@@ -19,7 +19,7 @@ from pitfall_lint.engine import FileResult
 from pitfall_lint.files import Excluder, discover
 from pitfall_lint.project.layout import find_project_root
 from pitfall_lint.project.model import DataParallelMode, ProjectModel, still_answered
-from pitfall_lint.project.store import SummaryStore, content_key
+from pitfall_lint.project.store import SummaryStore
 from pitfall_lint.rules.base import Rule
 
 
@@ -36,7 +36,7 @@ class CheckRun:
     projects: dict[str, ProjectModel] = field(default_factory=dict)  # by path as given
 
 
-def project_root(path: str, settings: ProjectSettings, known: dict[Path, Path | None] | None = None) -> Path | None:
+def project_root(path: str, settings: ProjectSettings, known: dict[str, Path | None] | None = None) -> Path | None:
     """The root of the project the file belongs to, None when it belongs to none (`known`: see find_project_root)."""
     return settings.root.resolve() if settings.root is not None else find_project_root(os.path.dirname(os.path.abspath(path)), known)
 
@@ -45,7 +45,7 @@ def _groups(paths: Sequence[str], settings: ProjectSettings) -> dict[Path | None
     """The files of each project root; None holds the files that belong to no project."""
     groups: dict[Path | None, list[str]] = {}
     roots: dict[str, Path | None] = {}
-    known: dict[Path, Path | None] = {}
+    known: dict[str, Path | None] = {}
     for path in paths:
         folder = os.path.dirname(os.path.abspath(path))
         if folder not in roots:
@@ -64,14 +64,6 @@ def project_model(root: Path | None, members: Sequence[str], settings: ProjectSe
     return ProjectModel(str(root), [*files, *members], settings.data_parallel, store)
 
 
-def _content_key(path: str) -> str | None:
-    try:
-        with open(path, "rb") as handle:
-            return content_key(handle.read())
-    except OSError:
-        return None  # the engine reports why it cannot be read
-
-
 def check_paths(
     paths: Sequence[str], rules: Sequence[type[Rule]], settings: ProjectSettings, cache_root: Path, use_cache: bool
 ) -> CheckRun:
@@ -82,7 +74,7 @@ def check_paths(
     results: dict[str, FileResult] = {}
     for root, members in _groups(paths, settings).items():
         model = project_model(root, members, settings, store)
-        keys = {path: _content_key(path) for path in members} if cache is not None else {}
+        keys = {path: model.content_key(path) for path in members} if cache is not None else {}
         fingerprint = functools.cache(model.fingerprint)  # read from every file of the project: only when needed
         pending = []
         for path in members:

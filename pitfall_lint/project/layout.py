@@ -16,23 +16,27 @@ ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 _SOURCE_FOLDERS = ("", "src")
 
 
-def find_project_root(path: str | Path, known: dict[Path, Path | None] | None = None) -> Path | None:
+def find_project_root(path: str | Path, known: dict[str, Path | None] | None = None) -> Path | None:
     """The nearest folder at or above `path` that holds a root marker, None when there is none. `known`: the
     answers for the folders met so far, which this call adds to (the many folders of one project share them)."""
     known = {} if known is None else known
-    start = Path(os.path.abspath(path))
-    if not start.is_dir():
-        start = start.parent
+    folder = os.path.abspath(path)
+    if not os.path.isdir(folder):
+        folder = os.path.dirname(folder)
     walked = []
     found: Path | None = None
-    for folder in (start, *start.parents):
+    while True:
         if folder in known:
             found = known[folder]
             break
         walked.append(folder)
-        if any(os.path.exists(folder / marker) for marker in ROOT_MARKERS):
-            found = folder
+        if any(os.path.exists(os.path.join(folder, marker)) for marker in ROOT_MARKERS):
+            found = Path(folder)
             break
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
     known.update((folder, found) for folder in walked)
     return found
 

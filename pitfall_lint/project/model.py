@@ -169,6 +169,10 @@ class ProjectModel:
             self._keys[path] = content_key(data)
         return self._keys[path]
 
+    def content_key(self, path: str) -> str | None:
+        """The key of the file's content as the model read it (None: it cannot be read)."""
+        return self._key(os.path.abspath(path))
+
     def fingerprint(self) -> str:
         """What every answer rests on: the root, the mode, each file with its content, and the folder paths are
         displayed from. Two models with one fingerprint answer every question alike."""
