@@ -335,6 +335,9 @@ def _one_process_decorated(ctx: FileContext, function: Function) -> bool:
     return ctx.memo[key]  # type: ignore[return-value]
 
 
+_BRANCHES = (ast.If, ast.IfExp, ast.While)
+
+
 def _branch_restricts(ctx: FileContext, branch: ast.AST, child: ast.AST, ancestors: Sequence[ast.AST]) -> bool:
     """Whether the branch statement (if / conditional expression / while) lets only one rank reach `child`."""
     if isinstance(branch, (ast.If, ast.IfExp)):
@@ -355,7 +358,11 @@ def _branch_restricts(ctx: FileContext, branch: ast.AST, child: ast.AST, ancesto
 def _starts_workers(ctx: FileContext, function: Function) -> bool:
     """Whether the function itself starts worker processes (`mp.spawn(worker, ...)`): it is their parent."""
     if "may-start-workers" not in ctx.memo:  # the cheap look first, once per file: without these words, no workers
-        ctx.memo["may-start-workers"] = any(word in ctx.text.data for word in _WORKER_STARTER_BYTES)
+        data = ctx.text.data
+        # A starter is told by its module's name or by `get_context(...)`, which the file must then spell too.
+        ctx.memo["may-start-workers"] = any(word in data for word in _WORKER_STARTER_BYTES) and (
+            b"multiprocessing" in data or b"get_context" in data
+        )
     if not ctx.memo["may-start-workers"]:
         return False
     key = ("starts-workers", id(function))
@@ -376,8 +383,10 @@ def is_locally_restricted(ctx: FileContext, node: ast.AST, ancestors: Sequence[a
     if function is not None and _starts_workers(ctx, function):
         return True
     chain = [*ancestors, node]
-    for index, (parent, child) in enumerate(zip(chain, chain[1:])):
-        if _branch_restricts(ctx, parent, child, chain[:index]):
+    for index in range(len(chain) - 1):
+        parent = chain[index]
+        # The type first: a summary asks this of every call, and most of a call's ancestors are neither.
+        if isinstance(parent, _BRANCHES) and _branch_restricts(ctx, parent, chain[index + 1], chain[:index]):
             return True
         if isinstance(parent, FUNCTIONS) and _one_process_decorated(ctx, parent):
             return True

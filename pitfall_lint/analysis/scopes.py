@@ -371,21 +371,25 @@ def preceded_by(
     Each block is read once per predicate (where its first match stands), so that asking for every statement of a
     long block stays linear."""
     chain = [*ancestors, node]
-    for index, (parent, child) in enumerate(zip(chain, chain[1:])):
+    for index in range(len(chain) - 1):
+        parent, child = chain[index], chain[index + 1]
         if not isinstance(child, ast.stmt):  # only statements stand in blocks
             continue
         for field_name in ("body", "orelse", "finalbody"):
-            place = position_in_block(parent, field_name, child)
-            if place is None:
+            block = getattr(parent, field_name, None)
+            if type(block) is not list:
                 continue
-            block = getattr(parent, field_name)
             key = ("preceded-by", predicate, id(block))
-            if key not in ctx.memo:
+            first = ctx.memo.get(key)
+            if first is None:
                 # The predicate gets the statements' ancestors (the block's parent and up) to read them in scope.
                 scope = chain[: index + 1]
-                ctx.memo[key] = next((i for i, statement in enumerate(block) if predicate(ctx, statement, scope)), len(block))
-            if ctx.memo[key] < place:  # type: ignore[operator]
-                return True
+                first = ctx.memo[key] = next((i for i, statement in enumerate(block) if predicate(ctx, statement, scope)), len(block))
+            # Where the child stands is looked up only in a block with a match: most blocks have none.
+            if first < len(block):  # type: ignore[operator]
+                place = position_in_block(parent, field_name, child)
+                if place is not None and first < place:  # type: ignore[operator]
+                    return True
     return False
 
 

@@ -747,7 +747,8 @@ class ProjectModel:
 
     def wrapper_checkpoint(self, name: str) -> Evidence | None:
         """Where the project saves a wrapper's state_dict (`module.` keys) to a file of this name, if it does."""
-        for path in self._files_with((b"state_dict",), (b"DataParallel",)):
+        # Such a save is `torch.save(<wrapper>.state_dict(), ...)`: a file without each of the words holds none.
+        for path in self._files_with((b"state_dict",), (b"DataParallel",), (b"save",)):
             summary = self.summary(path)
             for saved, line in summary.wrapper_saves if summary else ():
                 if same_checkpoint(saved, name):
