@@ -53,7 +53,7 @@ class ResultCache:
     def get(self, path: str, key: str) -> FileResult | None:
         """The stored result of this content; its questions still have to be asked again by the caller."""
         entry = self._entries.get(path)
-        if entry is None or entry[0] != key:
+        if entry is None or len(entry) != 4 or entry[0] != key:
             return None
         try:
             questions = tuple((question, tuple(arguments), answer) for question, arguments, answer in entry[2])
@@ -64,7 +64,7 @@ class ResultCache:
     def holds_for(self, path: str) -> str | None:
         """The fingerprint of the project the stored result of this file was last known to hold for."""
         entry = self._entries.get(path)
-        return entry[3] if entry is not None and len(entry) > 3 else None
+        return entry[3] if entry is not None else None
 
     def confirm(self, path: str, fingerprint: str) -> None:
         """The stored result still holds for the project with this fingerprint (its questions were asked again)."""

@@ -64,6 +64,15 @@ def project_model(root: Path | None, members: Sequence[str], settings: ProjectSe
     return ProjectModel(str(root), [*files, *members], settings.data_parallel, store)
 
 
+def _share_project_facts(model: ProjectModel, store: SummaryStore) -> None:
+    """What nearly every file of a large project asks, answered once before the files are spread over workers
+    (which inherit the answers), the summaries it reads first computed on every core."""
+    unsummarised = [path for path in model.shared_files() if not model.has_summary(path)]
+    if len(unsummarised) >= 2:
+        store.put_all(pool.summarize_files(unsummarised, pool.available_cores(), model))
+    model.prepare_shared()
+
+
 def check_paths(
     paths: Sequence[str], rules: Sequence[type[Rule]], settings: ProjectSettings, cache_root: Path, use_cache: bool
 ) -> CheckRun:
@@ -81,22 +90,20 @@ def check_paths(
             run.projects[path] = model
             key = keys.get(path)
             cached = cache.get(path, key) if cache is not None and key is not None else None
-            if cache is not None and cached is not None and (cache.holds_for(path) == fingerprint() or still_answered(model, cached.questions)):
+            if cache is not None and cached is not None and (
+                cache.holds_for(path) == fingerprint() or still_answered(model, cached.questions)
+            ):
                 cache.confirm(path, fingerprint())
                 results[path] = cached
             else:
                 pending.append(path)
         if pool.worker_count(len(pending), pool.available_cores()) >= 2:
-            # Once here, not once in every worker that the files are spread over; what it reads first is
-            # summarised on every core.
-            unsummarised = [path for path in model.shared_files() if not model.has_summary(path)]
-            if len(unsummarised) >= 2:
-                store.put_all(pool.summarize_files(unsummarised, pool.available_cores(), model))
-            model.prepare_shared()
+            _share_project_facts(model, store)
         store.put_all(model.take_fresh_summaries())
-        # One file checked alone (a pre-commit run) does not read the whole project for a fingerprint that nothing
-        # else needs: its result holds for no known state of the project, and the next run asks its questions again.
-        held = fingerprint() if cache is not None and (len(pending) > 1 or fingerprint.cache_info().currsize) else ""
+        # One file checked alone (a pre-commit run) reads no fingerprint of the whole project that nothing else
+        # needed: its result holds for no known state of the project, and the next run asks its questions again.
+        read_already = fingerprint.cache_info().currsize > 0
+        held = fingerprint() if cache is not None and (len(pending) > 1 or read_already) else ""
         for result in pool.check_files(pending, rules, pool.available_cores(), model):
             store.put_all(result.summaries)
             results[result.path] = result

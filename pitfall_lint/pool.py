@@ -53,7 +53,9 @@ def worker_count(files: int, jobs: int) -> int:
     return min(jobs, files // _MIN_FILES_PER_WORKER)
 
 
-def _map(function: Callable[[str], T], paths: Sequence[str], workers: int, rules: Sequence[type[Rule]], project: ProjectModel | None) -> Iterator[T]:
+def _map(
+    function: Callable[[str], T], paths: Sequence[str], workers: int, rules: Sequence[type[Rule]], project: ProjectModel | None
+) -> Iterator[T]:
     import multiprocessing  # here: a run that checks few files never pays for the import
 
     methods = multiprocessing.get_all_start_methods()

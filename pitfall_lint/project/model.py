@@ -477,7 +477,9 @@ class ProjectModel:
     def shared_files(self) -> list[str]:
         """The files whose summaries `prepare_shared` reads first (those that may wrap a module), to be summarised
         beforehand on every core."""
-        kinds: tuple[WrapperKind, ...] = ("DataParallel", "DistributedDataParallel") if self.data_parallel == "auto" else ("DistributedDataParallel",)
+        kinds: tuple[WrapperKind, ...] = ("DistributedDataParallel",)
+        if self.data_parallel == "auto":  # else DataParallel's reach is the setting's, and reads no file
+            kinds = ("DataParallel", *kinds)
         return sorted({path for kind in kinds for path in self._may_wrap(kind)})
 
     def _may_wrap(self, kind: WrapperKind) -> list[str]:
