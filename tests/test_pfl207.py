@@ -298,3 +298,39 @@ def test_a_collective_in_a_conditional_expression_under_a_rank_guard() -> None:
     from marks import assert_marks
 
     assert_marks(SETUP + "if rank == 0:\n    value = dist.all_reduce(t) if t.numel() else None  # expect: PFL207\n")
+
+
+def test_every_name_of_a_rank_spells_a_rank_word() -> None:
+    """The rule parses only files that spell one of the rank words (`may_apply`): each kind of name the rank tests,
+    rank variables and one-process decorators recognise must spell one, in any case."""
+    from pitfall_lint.analysis.ranks import _MAIN_PREDICATE, _ONE_PROCESS_DECORATOR, _RANK_VALUE, _RANK_VARIABLES, may_name_a_rank
+
+    names = [
+        "rank", "Local_Rank", "GLOBAL_RANK", "dp_rank", "tensor_model_parallel_rank", "rank_idx", "gpu", "local_gpu_id",
+        "process_index", "local_process_index", "procid", "proc_id", "ordinal", "get_local_ordinal", "is_main_process",
+        "MasterNode", "am_primary", "is_chief", "leader", "global_zero", "is_local_zero", "rank0", "RANK_ZERO",
+        "is_root_process",
+    ]
+    decorators = ["rank_zero_only", "on_main_process", "master_only", "on_local_main_process"]
+    assert all(_RANK_VALUE.fullmatch(n) or _MAIN_PREDICATE.fullmatch(n) for n in names)
+    assert all(_ONE_PROCESS_DECORATOR.search(d) for d in decorators)
+    assert [n for n in [*names, *decorators, *_RANK_VARIABLES] if not may_name_a_rank(n.encode())] == []
+    assert not may_name_a_rank(b"if step == 0:\n    dist.all_reduce(t)\n")
+    assert may_name_a_rank("if étape == 0:\n    dist.all_reduce(t)\n".encode())  # not ASCII: not judged
+
+
+def test_a_file_that_names_no_rank_is_not_parsed_for_it_and_one_in_any_case_is() -> None:
+    from pitfall_lint.engine import Engine
+    from pitfall_lint.rules import all_rules
+
+    applicable = Engine(all_rules())._applicable
+    no_rank = "import torch.distributed as dist\nif step == 0:\n    dist.all_reduce(t)\n"
+    assert "PFL207" not in [rule.info.code for rule in applicable("a.py", no_rank.encode())]
+    assert_marks("""
+import torch
+import torch.distributed as dist
+Global_Rank = dist.get_rank()
+t = torch.ones(1)
+if Global_Rank == 0:
+    dist.all_reduce(t)  # expect: PFL207
+""")

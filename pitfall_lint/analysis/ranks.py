@@ -46,6 +46,11 @@ _MAIN_PREDICATE = re.compile(
 )
 # Decorators that run the function on one process only.
 _ONE_PROCESS_DECORATOR = re.compile(r"rank_?zero|main_process|master_only|rank0|on_main|on_local_main", re.IGNORECASE)
+# A word that every name the three expressions above match, and every rank variable below, spells in some case.
+_RANK_WORDS = (
+    b"rank", b"gpu", b"process_index", b"procid", b"proc_id", b"ordinal", b"main", b"master", b"primary", b"chief",
+    b"leader", b"zero", b"is_root", b"localid",
+)
 # Whole names of a distributed switch (true when the run has several processes).
 _DISTRIBUTED_SWITCH = re.compile(
     r"(?:is_|use_|using_|multiprocessing_|enable_)?(?:distributed|ddp|fsdp|dist|multi_?gpu|multi_?process(?:ing)?)"
@@ -307,6 +312,16 @@ def _ends_early(statement: ast.stmt) -> bool:
 def _exits_early_on_rank(ctx: FileContext, statement: ast.stmt, ancestors: Sequence[ast.AST]) -> bool:
     """`if rank != 0: return` and its relatives: what follows runs only where the test is false."""
     return _ends_early(statement) and _Reader(ctx, ancestors).holds(statement.test, False)  # type: ignore[attr-defined]
+
+
+def may_name_a_rank(data: bytes) -> bool:
+    """Whether a source can hold what `names_rank` or `one_process_decorators` recognises: its bytes, in any case,
+    hold one of the words they all spell. Source that is not ASCII is not judged: NFKC, which Python applies to
+    identifiers, can make these words of other characters."""
+    if not data.isascii():
+        return True
+    lowered = data.lower()
+    return any(word in lowered for word in _RANK_WORDS)
 
 
 def names_rank(node: ast.AST) -> bool:
