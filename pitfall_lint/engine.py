@@ -59,7 +59,9 @@ class Engine:
         return [
             rule
             for rule, groups in zip(self._rules, self._trigger_bytes)
-            if path.endswith(rule.suffixes) and all(any(word in data for word in group) for group in groups) and rule.may_apply(data)
+            if path.endswith(rule.suffixes)
+            and all(any(word in data for word in group) for group in groups)
+            and rule.may_apply(data)
         ]
 
     def check_file(self, path: str, project: ProjectModel | None = None) -> FileResult:

@@ -309,7 +309,7 @@ class _Builder:
         assert isinstance(node, FUNCTIONS)
         ancestors = self.ctx.ancestors
         self.functions.append((scope_path(ancestors, node), node.lineno))
-        scopes = [a for a in ancestors if isinstance(a, (ast.ClassDef, *FUNCTIONS))]
+        scopes = [a for a in ancestors if isinstance(a, _SCOPES)]
         # Only these can be started in a process: spawn pickles the function by its qualified name.
         if not scopes or (len(scopes) == 1 and isinstance(scopes[0], ast.ClassDef)):
             self.signed[id(node)] = (node, scope_path(ancestors, node), "function" if not scopes else method_kind(node), set())
@@ -318,8 +318,9 @@ class _Builder:
         assert isinstance(node, ast.Name)
         if not isinstance(node.ctx, ast.Load):
             return
+        # Only the first two scopes can be a signed function: a module-level one, or a method of a module-level class.
         outer = [a for a in self.ctx.ancestors if isinstance(a, _SCOPES)][:2]
-        signed = self.signed.get(id(outer[0] if outer and isinstance(outer[0], FUNCTIONS) else outer[-1])) if outer else None
+        signed = next((self.signed[id(scope)] for scope in outer if id(scope) in self.signed), None)
         if signed is not None:
             signed[3].add(node.id)
 
