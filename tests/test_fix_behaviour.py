@@ -301,11 +301,23 @@ def test_the_unfixed_program_fails_under_spawn(tmp_path: Path) -> None:
 
 # Runs script.py in each folder it is given, as `python script.py` would, with WORLD ranks (forked, so that torch is
 # imported once): torch seeded, a file store for the rendezvous instead of the network, every torch.save announced.
+# pytorch/pytorch#56297: when a DDP model is freed, its reducer can free the last reference to a ProcessGroupGloo, whose
+# destructor joins its worker thread while holding the GIL, and that thread may be waiting for the GIL to free its
+# last work: the rank hangs (seen in about one run in fifteen on a loaded 2-core machine). So every DDP model is kept
+# until the process leaves with os._exit, which frees nothing: no script's behaviour depends on that teardown.
 _DRIVER = '''
 import os, runpy, sys
 import torch
 import torch._dynamo  # DDP imports it when first built: once here rather than once in every forked rank
 import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+kept_alive = []
+real_ddp_init = DistributedDataParallel.__init__
+def keep_alive(self, *args, **kwargs):
+    kept_alive.append(self)
+    real_ddp_init(self, *args, **kwargs)
+DistributedDataParallel.__init__ = keep_alive
 
 def run(rank, world, folder):
     os.chdir(folder)
@@ -337,6 +349,7 @@ for folder in sys.argv[2:]:
         run(0, 1, folder)
     else:
         torch.multiprocessing.start_processes(run, args=(world, folder), nprocs=world, start_method="fork")
+os._exit(0)  # forked ranks leave through os._exit too (multiprocessing's fork start)
 '''
 _LEFT_BY_THE_RUN = {"script.py", "rendezvous"}
 
@@ -387,16 +400,7 @@ def _run_fixture(
     """Each script's output lines (sorted when several ranks print) and the files it wrote, by name; `given` puts
     files into a script's folder first."""
     pytest.importorskip("torch")
-    try:
-        folders, stdout = _drive(tmp_path, scripts, world, given)
-    except subprocess.TimeoutExpired:
-        if world == 1:
-            raise
-        # pytorch/pytorch#56297: when DDP's reducer is freed, ProcessGroupGloo's destructor can wait, holding the GIL,
-        # for its worker thread, which waits for the GIL to free the last work (a rank stuck there, seen twice in
-        # some ten full runs of the tests on a loaded 2-core machine). Once more, afresh: a hang that a fix causes (a collective under a rank
-        # guard) hangs every time, and fails here.
-        folders, stdout = _drive(tmp_path / "again", scripts, world, given)
+    folders, stdout = _drive(tmp_path, scripts, world, given)
     sections: dict[str, list[str]] = {}
     for line in stdout.splitlines():
         if line.startswith("== "):
