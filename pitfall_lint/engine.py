@@ -89,11 +89,15 @@ class Engine:
         return replace(result, diagnostics=tuple(sorted(_in_cells(d, notebook) for d in result.diagnostics)))
 
     def _check_python(self, path: str, data: bytes, content: bytes, project: ProjectModel) -> FileResult:
-        applicable = self._applicable(path, data)
+        view = project.view(path)
+        applicable = [rule for rule in self._applicable(path, data) if rule.may_apply_in(view)]
         if not applicable:
-            # Not parsed, which is what keeps the linter fast; undecodable bytes are still worth a word.
+            # Not parsed, which is what keeps the linter fast; undecodable bytes are still worth a word. What the
+            # project was asked decides this result too: it holds while the answers do.
             reason = decoding_error(data)
-            return _parse_error(path, f"cannot decode: {reason}") if reason else FileResult(path)
+            if reason:
+                return _parse_error(path, f"cannot decode: {reason}")
+            return FileResult(path, questions=view.questions(), summaries=project.take_fresh_summaries())
         try:
             with warnings.catch_warnings():
                 # The compiler's own warnings (invalid escapes, `1()`) are not ours to print.
@@ -104,7 +108,6 @@ class Engine:
         except (ValueError, MemoryError, RecursionError) as error:
             return _parse_error(path, f"cannot parse: {error}")
         text = SourceText(data)
-        view = project.view(path)
         ctx = FileContext(path, tree, text, view)
         project.offer(path, ctx, content)
         try:

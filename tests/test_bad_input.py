@@ -74,7 +74,7 @@ def test_empty_file_is_clean() -> None:
 
 
 def test_one_bad_file_does_not_stop_the_others(tmp_path: Path) -> None:
-    (tmp_path / "a_broken.py").write_text("import torch\nclass M(torch.nn.Module)\n    f = lambda: 0\n")
+    (tmp_path / "a_broken.py").write_text("import torch\nclass M(torch.nn.Module)\n    def save(self): torch.save(self, 'm.pt')\n")
     (tmp_path / "b_latin.py").write_bytes(b"import torch\nx = '\xff'\n")
     (tmp_path / "c_save.py").write_text(BAD_SAVE)
     os.symlink("loop.py", tmp_path / "loop.py")

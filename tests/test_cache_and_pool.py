@@ -166,3 +166,25 @@ def test_one_changed_file_checked_alone_reads_no_fingerprint_and_is_asked_again_
     asked.clear()
     assert check() == [("utils/io.py", "PFL201", 11)]
     assert asked == []
+
+
+def test_a_file_left_unparsed_by_the_project_is_checked_again_when_the_project_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only DataParallel rules could report in broken.py (a module class, a lambda), and nothing in a project that
+    trains with DDP alone can run it under DataParallel: not parsed, so its syntax error is not reported (like a file
+    without any rule's words). Once a wrap of an unknown model can run every module, it is parsed, cache or not."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "broken.py").write_text("import torch\nclass M(torch.nn.Module)\n    f = lambda: 0\n")
+    train = tmp_path / "train.py"
+    train.write_text(
+        "import torch\nimport torch.distributed as dist\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+        "dist.init_process_group('gloo')\nmodel = DDP(build())\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    assert check() == [] and check("broken.py") == []
+    (cached,) = (tmp_path / FOLDER).glob("results-*.json")
+    assert json.loads(cached.read_text())["broken.py"][2] == [["wrapper-reaches-file", ["DataParallel", str(tmp_path / "broken.py")], False]]
+    train.write_text("import torch\nmodel = torch.nn.DataParallel(build())\n")
+    assert check("broken.py") == [("broken.py", "PFL000", 2)]
+    assert check("--no-cache") == [("broken.py", "PFL000", 2)]

@@ -400,6 +400,13 @@ class ProjectModel:
             return evidence
         return None
 
+    def wrapper_reaches_file(self, kind: WrapperKind, path: str) -> bool:
+        """Whether a wrap of this kind can run some class the file defines: where none can, no pitfall of the
+        modules it runs can be reported there."""
+        reach = self._reach(kind)
+        reached = self._memoised(("reached-files", kind), lambda: {p for p, _ in reach.classes})
+        return bool(reach.everything) or path in reached  # type: ignore[operator]
+
     def _wrap_at(self, path: str, line: int, column: int) -> WrapSite | None:
         return next((w for w in (self.summary(path) or FileSummary()).wraps if (w.line, w.column) == (line, column)), None)
 
@@ -780,6 +787,7 @@ _QUESTIONS = {
     "module-class": "is_module_class",
     "methods": "class_methods",
     "dp-reach": "data_parallel_reach",
+    "wrapper-reaches-file": "wrapper_reaches_file",
     "wrapped-classes": "wrapped_classes",
     "members": "members",
     "compiled-wrap": "compiled_wrap",
@@ -830,6 +838,9 @@ class ProjectView:
     ) -> Evidence | None:
         name = definition_name(cls, ancestors)
         return self._ask("dp-reach", self.path, name, wrapped_only, told_only)  # type: ignore[return-value]
+
+    def wrapper_reaches_file(self, kind: WrapperKind) -> bool:
+        return self._ask("wrapper-reaches-file", kind, self.path)  # type: ignore[return-value]
 
     def wrapped_classes(self, wrap: ast.Call) -> list[list] | None:
         """The classes that this DataParallel/DDP call of the file wraps."""

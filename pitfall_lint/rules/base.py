@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import ast
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import FixPlan, Related, RuleInfo
+
+if TYPE_CHECKING:
+    from pitfall_lint.project.model import ProjectView, WrapperKind
 
 
 class Rule:
@@ -30,6 +33,13 @@ class Rule:
         for it."""
         return True
 
+    @classmethod
+    def may_apply_in(cls, project: ProjectView) -> bool:
+        """A look at the project around a file that may_apply let through (a fact of other files, such as whether
+        anything can wrap its modules): False only where the rule cannot report anything, and the file is then not
+        parsed for it. Asked through `project`, so that a cached result is checked again when the answer changes."""
+        return True
+
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
 
@@ -45,3 +55,15 @@ class Rule:
         """`fix`: the facts the rule's rewrite in pitfall_lint/fix/ needs, when it could work them out.
         `related`: the places in the project the finding rests on (a wrap site, a caller)."""
         self.ctx.report(self.info, node, message, FixPlan(tuple(fix.items())) if fix else None, related)
+
+
+class WrappedModuleRule(Rule):
+    """A pitfall of a module that a wrapper runs, reported only where a wrap of that kind can run one of the file's
+    classes: in a file where none can (DataParallel in a project that trains with DDP alone), the file is not
+    parsed for it."""
+
+    wrapper: ClassVar[WrapperKind] = "DataParallel"
+
+    @classmethod
+    def may_apply_in(cls, project: ProjectView) -> bool:
+        return project.wrapper_reaches_file(cls.wrapper)

@@ -14,7 +14,7 @@ from pitfall_lint.analysis.modules import (
 )
 from pitfall_lint.analysis.scopes import enclosing_method, is_name, mentions_name, self_name
 from pitfall_lint.diagnostic import RuleInfo
-from pitfall_lint.rules.base import Rule
+from pitfall_lint.rules.base import WrappedModuleRule
 
 
 def _may_store_on_an_instance(node: ast.AST) -> bool:
@@ -25,7 +25,7 @@ def _may_store_on_an_instance(node: ast.AST) -> bool:
     return any(isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) for t in targets)
 
 
-class BoundMethodOnModule(Rule):
+class BoundMethodOnModule(WrappedModuleRule):
     info = RuleInfo(
         code="PFL101",
         name="bound-method-on-module",

@@ -20,7 +20,7 @@ from pitfall_lint.analysis.training import walk_same_scope
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.project.model import WRAPPED_ITSELF, Evidence
-from pitfall_lint.rules.base import Rule
+from pitfall_lint.rules.base import WrappedModuleRule
 
 # Ways of reaching the submodules that a reading of `self.<name>` cannot follow: the class is left alone.
 _EVERY_SUBMODULE = frozenset(
@@ -226,7 +226,7 @@ def _reachable(methods: _Methods, start: Function, instance: str) -> list[Functi
     return found
 
 
-class DdpUnusedParameters(Rule):
+class DdpUnusedParameters(WrappedModuleRule):
     info = RuleInfo(
         code="PFL205",
         name="ddp-unused-parameters",
@@ -235,6 +235,7 @@ class DdpUnusedParameters(Rule):
         hint="use every parameter in forward, freeze it, or pass `find_unused_parameters=True` to DistributedDataParallel",
         verifiable=True,
     )
+    wrapper = "DistributedDataParallel"
     # A module class with a forward; the DDP wrap may be in another file.
     triggers = (("def forward",),)
     subscriptions = (ast.ClassDef,)

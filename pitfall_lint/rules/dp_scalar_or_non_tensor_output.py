@@ -14,7 +14,7 @@ from typing import Literal
 from pitfall_lint.analysis.modules import data_parallel_reach, is_module_class, is_torch_module_name, wrapped_at
 from pitfall_lint.analysis.scopes import FUNCTIONS, Function, enclosing_method, is_name, reaching_values, self_name
 from pitfall_lint.diagnostic import RuleInfo
-from pitfall_lint.rules.base import Rule
+from pitfall_lint.rules.base import WrappedModuleRule
 
 Kind = Literal["scalar", "number", "string"]
 Part = tuple[str, str, Kind, str]  # place in the output, what is returned there, kind, Python type of a number
@@ -47,7 +47,7 @@ def _reduces(call: ast.Call) -> bool:
     return reduction is None or (isinstance(reduction, ast.Constant) and reduction.value in ("mean", "sum"))
 
 
-class DpScalarOrNonTensorOutput(Rule):
+class DpScalarOrNonTensorOutput(WrappedModuleRule):
     info = RuleInfo(
         code="PFL105",
         name="dp-scalar-or-non-tensor-output",

@@ -23,7 +23,7 @@ from pitfall_lint.analysis.modules import (
 )
 from pitfall_lint.analysis.scopes import FUNCTIONS, Function, is_name, self_name
 from pitfall_lint.diagnostic import RuleInfo
-from pitfall_lint.rules.base import Rule
+from pitfall_lint.rules.base import WrappedModuleRule
 
 _PARAMETERS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 _SET_UP = frozenset({"__init__", "reset_parameters", "_reset_parameters", "__setstate__"})
@@ -227,7 +227,7 @@ class _Calls:
         return self._touches[name]
 
 
-class DpStateMutationInForward(Rule):
+class DpStateMutationInForward(WrappedModuleRule):
     info = RuleInfo(
         code="PFL104",
         name="dp-state-mutation-in-forward",

@@ -8,7 +8,7 @@ from pitfall_lint.analysis.modules import data_parallel_reach, is_module_class, 
 from pitfall_lint.analysis.scopes import enclosing_class, enclosing_function, is_rebound_between, local_value
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
-from pitfall_lint.rules.base import Rule
+from pitfall_lint.rules.base import WrappedModuleRule
 
 _TOTAL_LENGTH_POSITION = 3  # pad_packed_sequence(sequence, batch_first, padding_value, total_length)
 _BATCH_FIRST_POSITION = 1
@@ -122,7 +122,7 @@ def _selects_one_step(subscript: ast.Subscript) -> bool:
     return any(not isinstance(p, ast.Slice) and isinstance(p, (ast.Constant, ast.UnaryOp)) for p in parts[:2])
 
 
-class PadPackedWithoutTotalLength(Rule):
+class PadPackedWithoutTotalLength(WrappedModuleRule):
     info = RuleInfo(
         code="PFL102",
         name="pad-packed-without-total-length",

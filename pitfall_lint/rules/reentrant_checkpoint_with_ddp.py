@@ -12,7 +12,7 @@ from pitfall_lint.analysis.training import LOOPS
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.context import FileContext
 from pitfall_lint.project.model import WRAPPED_UNKNOWN, Evidence
-from pitfall_lint.rules.base import Rule
+from pitfall_lint.rules.base import WrappedModuleRule
 
 _CHECKPOINTS = frozenset({"torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential"})
 
@@ -28,7 +28,7 @@ def _reentrant(call: ast.Call) -> str | None:
     return None
 
 
-class ReentrantCheckpointWithDdp(Rule):
+class ReentrantCheckpointWithDdp(WrappedModuleRule):
     info = RuleInfo(
         code="PFL211",
         name="reentrant-checkpoint-with-ddp",
@@ -38,6 +38,7 @@ class ReentrantCheckpointWithDdp(Rule):
         hint="pass `use_reentrant=False` to `torch.utils.checkpoint.checkpoint` (or `static_graph=True` to DistributedDataParallel)",
         verifiable=True,
     )
+    wrapper = "DistributedDataParallel"
     triggers = (("checkpoint",), ("use_reentrant", "checkpoint(", "checkpoint_sequential"))
     subscriptions = (ast.Call,)
 
