@@ -499,8 +499,8 @@ def test_which_classes_hold_parameters(tmp_path: Path) -> None:
 
 
 def test_a_search_for_a_name_and_the_index_of_names_agree(tmp_path: Path) -> None:
-    """The first questions search the files' bytes, later ones read an index: both must name the same files, or a
-    file checked alone (few questions) would get other diagnostics than in its project's run (many)."""
+    """The first questions search the files' bytes, later ones read a list of every file's identifiers: both must name
+    the same files, or a file checked alone (few questions) would get other diagnostics than in its project's run."""
     from pitfall_lint.project import model as project_model
 
     sources = {
@@ -508,6 +508,7 @@ def test_a_search_for_a_name_and_the_index_of_names_agree(tmp_path: Path) -> Non
         "b.py": "x = 1e5\nsave_model()\n# utils.save in a comment\n",
         "c.py": "y.save_all()\nmy_utils.save\n",
         "d.py": "resave(utils)\n",
+        "e.py": "\u00efutils.save()\n",  # bytes that are not ASCII bound a word, as `\\b` does in bytes
     }
     for name, text in sources.items():
         (tmp_path / name).write_text(text)
@@ -515,11 +516,9 @@ def test_a_search_for_a_name_and_the_index_of_names_agree(tmp_path: Path) -> Non
     questions = [("save", "utils"), ("e5",), ("save_model",), ("utils",), ("01_train",), ("my-module",), ("save_all", "y")]
     searched = project_model.ProjectModel(str(tmp_path), files)
     by_search = [searched._files_naming(*names) for names in questions]
-    assert searched._memo.get(("identifiers",)) is None  # no index yet: every answer came from a search
+    assert searched._memo.get(("identifiers",)) is None  # no list yet: every answer came from a search
     indexed = project_model.ProjectModel(str(tmp_path), files)
     indexed._scans = project_model._SCANS_BEFORE_INDEX
     assert [indexed._files_naming(*names) for names in questions] == by_search
-    assert by_search == [
-        [str(tmp_path / "a.py"), str(tmp_path / "b.py")], [], [str(tmp_path / "b.py")],
-        [str(tmp_path / "a.py"), str(tmp_path / "b.py"), str(tmp_path / "d.py")], [], [], [str(tmp_path / "c.py")],
-    ]
+    a, b, c, d, e = (str(tmp_path / name) for name in sources)
+    assert by_search == [[a, b, e], [], [b], [a, b, d, e], [], [], [c]]

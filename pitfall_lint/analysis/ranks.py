@@ -60,6 +60,9 @@ _DISTRIBUTED_SWITCH = re.compile(
 _WORLD_SIZE = re.compile(r"(?:get_)?world_?size|num_?(?:processes|procs|replicas|nodes)|n_?procs|nprocs", re.IGNORECASE)
 _RANK_VARIABLES = frozenset({"RANK", "LOCAL_RANK", "GROUP_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"})
 _SPAWNERS = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"})
+# A name that resolves to a spawner spells its last part as a whole word (`mp.spawn(`, `import spawn as launch`);
+# `ddp_spawn` or `_spawn_worker` are not one.
+_SPAWNER_WORD = re.compile(rb"\b(?:spawn|start_processes)\b")
 # Calls that start worker processes: the function that makes them runs in the parent, once.
 _WORKER_STARTERS = frozenset({"spawn", "start_processes", "Process", "Pool"})
 _WORKER_STARTER_BYTES = tuple(word.encode() for word in _WORKER_STARTERS)
@@ -106,7 +109,8 @@ def _spawned_here(ctx: FileContext) -> set[str]:
     key = ("spawned-here",)
     if key not in ctx.memo:
         found = set()
-        if b"spawn" in ctx.text.data or b"start_processes" in ctx.text.data:
+        data = ctx.text.data
+        if _SPAWNER_WORD.search(data) or not data.isascii():  # NFKC can make the word of other characters
             for node in ast.walk(ctx.tree):
                 if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name):
                     if ctx.qualified_name(node.func, []) in _SPAWNERS:
