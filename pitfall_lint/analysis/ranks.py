@@ -110,7 +110,7 @@ def _spawned_here(ctx: FileContext) -> set[str]:
     if key not in ctx.memo:
         found = set()
         data = ctx.text.data
-        if _SPAWNER_WORD.search(data) or not data.isascii():  # NFKC can make the word of other characters
+        if _SPAWNER_WORD.search(data):  # a name that only NFKC folds into one (`ｓｐａｗｎ`) is not followed
             for node in ast.walk(ctx.tree):
                 if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name):
                     if ctx.qualified_name(node.func, []) in _SPAWNERS:
