@@ -18,7 +18,7 @@ from typing import Any
 from pitfall_lint.analysis.distributed import DISTRIBUTED_TRIGGERS, SETUP_NODES, SPAWNERS, setup_kind
 from pitfall_lint.analysis.modules import creates_parameters, method_kind, same_module
 from pitfall_lint.analysis.ranks import depends_on_rank, is_locally_restricted
-from pitfall_lint.analysis.scopes import FUNCTIONS, decorator_names, definition_name, enclosing_function, is_name, local_value, scope_path, self_name
+from pitfall_lint.analysis.scopes import FUNCTIONS, decorator_names, definition_name, enclosing_function, local_value, scope_path, self_name
 from pitfall_lint.analysis.wrappers import checkpoint_key, saved_wrapper_states
 from pitfall_lint.context import FileContext
 from pitfall_lint.traversal import Handler, traverse
@@ -280,6 +280,11 @@ class _Builder:
         # the names read anywhere in it (decorators and defaults included), gathered by the one walk.
         self.signed: dict[int, tuple[ast.FunctionDef | ast.AsyncFunctionDef, str, str, set[str]]] = {}
         self.callers: dict[int, str] = {}
+        # Each method's instance (its first parameter) and class, and the names read on instances, by class: the
+        # names any code inside one of its methods reads as `<instance>.x` or `getattr(<instance>, "x")`.
+        self.instances: dict[int, tuple[str, int]] = {}
+        self.instance_names: set[str] = set()
+        self.instance_reads: dict[int, set[str]] = {}
 
     def handlers(self) -> dict[type[ast.AST], list[Handler]]:
         found: dict[type[ast.AST], list[Handler]] = {
@@ -309,6 +314,10 @@ class _Builder:
         assert isinstance(node, FUNCTIONS)
         ancestors = self.ctx.ancestors
         self.functions.append((scope_path(ancestors, node), node.lineno))
+        instance = self_name(node) if isinstance(ancestors[-1], ast.ClassDef) else None
+        if instance is not None:
+            self.instances[id(node)] = (instance, id(ancestors[-1]))
+            self.instance_names.add(instance)
         scopes = [a for a in ancestors if isinstance(a, _SCOPES)]
         # Only these can be started in a process: spawn pickles the function by its qualified name.
         if not scopes or (len(scopes) == 1 and isinstance(scopes[0], ast.ClassDef)):
@@ -318,6 +327,10 @@ class _Builder:
         assert isinstance(node, ast.Name)
         if not isinstance(node.ctx, ast.Load):
             return
+        if node.id in self.instance_names:
+            parent = self.ctx.ancestors[-1]
+            if isinstance(parent, ast.Attribute) and parent.value is node and isinstance(parent.ctx, ast.Load):
+                self.note_instance_read(node.id, parent.attr)
         # Only the first two scopes can be a signed function: a module-level one, or a method of a module-level class.
         outer = [a for a in self.ctx.ancestors if isinstance(a, _SCOPES)][:2]
         signed = next((self.signed[id(scope)] for scope in outer if id(scope) in self.signed), None)
@@ -335,9 +348,22 @@ class _Builder:
                 self.returns.append((caller, self.ctx.qualified_name(value.func, ancestors) or UNKNOWN))
             self.returns.append((caller, self.reader.built_ref(node.value, ancestors)))
 
+    def note_instance_read(self, instance: str, name: str) -> None:
+        """`<instance>.name` read inside a method (at any depth) whose instance has that name: a read of its class."""
+        for scope in self.ctx.ancestors:
+            method = self.instances.get(id(scope))
+            if method is not None and method[0] == instance:
+                self.instance_reads.setdefault(method[1], set()).add(name)
+
     def on_call(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)
         ctx, reader, ancestors = self.ctx, self.reader, self.ctx.ancestors
+        func, arguments = node.func, node.args
+        if (
+            isinstance(func, ast.Name) and func.id == "getattr" and len(arguments) > 1 and isinstance(arguments[0], ast.Name)
+            and arguments[0].id in self.instance_names and isinstance(arguments[1], ast.Constant) and isinstance(arguments[1].value, str)
+        ):
+            self.note_instance_read(arguments[0].id, arguments[1].value)
         qualified = ctx.qualified_name(node.func, ancestors) or ""
         caller = self.caller(ancestors)
         if qualified in _DATA_PARALLEL:
@@ -411,7 +437,7 @@ class _Builder:
                     tuple((f.name, method_kind(f)) for f in cls.body if isinstance(f, FUNCTIONS)),
                     tuple(dict.fromkeys(builds)),
                     id(cls) in self.parametrised,
-                    _instance_reads(cls),
+                    tuple(sorted(self.instance_reads.get(id(cls), ()))),
                 )
                 for name, cls, builds in self.classes.values()
             ),
@@ -451,22 +477,6 @@ def summarize(ctx: FileContext) -> FileSummary:
     builder = _Builder(walk)
     traverse(walk, builder.handlers())
     return builder.summary()
-
-
-def _instance_reads(cls: ast.ClassDef) -> tuple[str, ...]:
-    """`x` for every `self.x` or `getattr(self, "x")` read in a method (the instance being its first parameter)."""
-    found = []
-    for method in cls.body:
-        instance = self_name(method) if isinstance(method, FUNCTIONS) else None
-        for node in ast.walk(method) if instance is not None else ():
-            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and is_name(node.value, instance):
-                found.append(node.attr)
-            elif (
-                isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" and len(node.args) > 1
-                and is_name(node.args[0], instance) and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)
-            ):
-                found.append(node.args[1].value)
-    return tuple(sorted(set(found)))
 
 
 def _module_imports(ctx: FileContext) -> list[tuple[str, str]]:
