@@ -332,10 +332,16 @@ class _Builder:
             if isinstance(parent, ast.Attribute) and parent.value is node and isinstance(parent.ctx, ast.Load):
                 self.note_instance_read(node.id, parent.attr)
         # Only the first two scopes can be a signed function: a module-level one, or a method of a module-level class.
-        outer = [a for a in self.ctx.ancestors if isinstance(a, _SCOPES)][:2]
-        signed = next((self.signed[id(scope)] for scope in outer if id(scope) in self.signed), None)
-        if signed is not None:
-            signed[3].add(node.id)
+        scopes = 0
+        for scope in self.ctx.ancestors:
+            if isinstance(scope, _SCOPES):
+                signed = self.signed.get(id(scope))
+                if signed is not None:
+                    signed[3].add(node.id)
+                    return
+                scopes += 1
+                if scopes == 2:
+                    return
 
     def on_return(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Return)
