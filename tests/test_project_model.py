@@ -518,7 +518,7 @@ def test_a_search_for_a_name_and_the_index_of_names_agree(tmp_path: Path) -> Non
     by_search = [searched._files_naming(*names) for names in questions]
     assert searched._memo.get(("identifiers",)) is None  # no list yet: every answer came from a search
     indexed = project_model.ProjectModel(str(tmp_path), files)
-    indexed._scans = project_model._SCANS_BEFORE_INDEX
+    indexed._scans = project_model._SEARCHES_BEFORE_LISTING
     assert [indexed._files_naming(*names) for names in questions] == by_search
     a, b, c, d, e = (str(tmp_path / name) for name in sources)
     assert by_search == [[a, b, e], [], [b], [a, b, d, e], [], [], [c]]

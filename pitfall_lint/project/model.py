@@ -29,15 +29,14 @@ DataParallelMode = Literal["auto", "always", "never"]
 DATA_PARALLEL_MODES: tuple[DataParallelMode, ...] = ("auto", "always", "never")
 # (path, line, what) of the place that proves a fact; empty when the fact rests on no place (a setting).
 Evidence = list
-# An identifier as a whole (`\b`: never the tail of a longer one, nor of a number, `e5` in `1e5`), so that the index
-# of a file's identifiers and a search for one agree.
-_IDENTIFIER = re.compile(rb"\b[A-Za-z_]\w*")
+# What can name a function or a module: a name asked about that is not one (`01_train`) is in no file.
+_IDENTIFIER = re.compile(rb"[A-Za-z_]\w*")
 _MAX_DEPTH = 3  # call-graph and builder hops followed from a definition
 # Searches of every file's bytes for a name that cost as much as listing every file's identifiers once (measured:
 # 12 on Lightning, 20 on diffusers).
-_SCANS_BEFORE_INDEX = 16
+_SEARCHES_BEFORE_LISTING = 16
 # Every byte that cannot be part of an identifier, a space: an identifier is then a word between spaces, as `\b`
-# bounds it in the source.
+# bounds it in the source (never the tail of a longer one, nor of a number: `e5` in `1e5`).
 _WORDS_ONLY = bytes(c if c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_" else 0x20 for c in range(256))
 _DATA_PARALLEL_CALLS = (b"DataParallel(", b"DataParallel (", b"DataParallel as", b"data_parallel(")
 _DP_STRATEGY = (b'"dp"', b"'dp'")
@@ -250,7 +249,7 @@ class ProjectModel:
             return self._memo[key]  # type: ignore[return-value]
         spelled = b" " + word + b" "
         listed: list[tuple[str, bytes]] | None = self._memo.get(("identifiers",))  # type: ignore[assignment]
-        if listed is None and self._scans < _SCANS_BEFORE_INDEX:
+        if listed is None and self._scans < _SEARCHES_BEFORE_LISTING:
             self._scans += 1
             found = [
                 path
@@ -491,7 +490,7 @@ class ProjectModel:
         worker processes, which inherit the answers instead of each computing them again."""
         for kind in ("DataParallel", "DistributedDataParallel"):
             self._reach(kind)  # type: ignore[arg-type]
-        self._scans = _SCANS_BEFORE_INDEX  # so many files ask so many questions that the listing pays from the first
+        self._scans = _SEARCHES_BEFORE_LISTING  # so many files ask so many questions that the listing pays from the first
 
     def _reach(self, kind: WrapperKind) -> _Reach:
         return self._memoised(("reach", kind), lambda: self._compute_reach(kind))  # type: ignore[return-value]
