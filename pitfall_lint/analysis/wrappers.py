@@ -8,7 +8,7 @@ import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pitfall_lint.analysis.scopes import enclosing_function, local_value
+from pitfall_lint.analysis.scopes import enclosing_function, local_value, statements_in
 from pitfall_lint.context import FileContext
 
 WRAPPERS = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DistributedDataParallel"})
@@ -109,11 +109,10 @@ def wrap_bindings(ctx: FileContext, scope: ast.AST, wrappers: frozenset[str] = D
     the receiver of a method chain (`DDP(model).cuda()`)."""
     key = ("wrap-bindings", id(scope), wrappers)
     if key not in ctx.memo:
-        from pitfall_lint.analysis.training import dotted, walk_same_scope
+        from pitfall_lint.analysis.training import dotted
 
         found = []
-        body = getattr(scope, "body", [])
-        for statement in walk_same_scope(body):
+        for statement in statements_in(scope, definitions=False):
             if not isinstance(statement, (ast.Assign, ast.AnnAssign, ast.Expr)) or statement.value is None:
                 continue
             value: ast.AST = statement.value

@@ -59,6 +59,8 @@ class DdpModuleBypass(Rule):
         function = enclosing_function(ancestors)
         scope = function if function is not None else self.ctx.tree
         lines, bindings = self._bare_model_wraps(scope).get(spelled, ([], []))
+        if not lines:
+            return None  # no wrap of it here: the scope's stores need no reading
         # The first wrap of it before the call after which nothing rebinds the name (`model = DDP(model)` and the
         # like: after it the name holds the wrapper, or something else).
         stores = self._stores(scope).get(spelled, [])
