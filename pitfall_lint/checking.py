@@ -73,19 +73,30 @@ def _share_project_facts(model: ProjectModel, store: SummaryStore) -> None:
     model.prepare_shared()
 
 
+@dataclass
+class _Pending:
+    """What a project's files to check need once their results come: the cache keys, and the project state the
+    results hold for."""
+
+    keys: dict[str, str | None]
+    held: str
+
+
 def check_paths(
     paths: Sequence[str], rules: Sequence[type[Rule]], settings: ProjectSettings, cache_root: Path, use_cache: bool
 ) -> CheckRun:
-    """Results in the order of `paths`."""
+    """Results in the order of `paths`. The files of every project share one pool: a small project found inside a
+    large one (its own setup.py) is checked beside it, not after it."""
     cache = ResultCache(cache_root, [rule.info.code for rule in rules], settings.data_parallel) if use_cache else None
     store = SummaryStore(cache.folder if cache is not None else None)
     run = CheckRun([])
     results: dict[str, FileResult] = {}
+    pending: dict[str, _Pending] = {}
     for root, members in _groups(paths, settings).items():
         model = project_model(root, members, settings, store)
         keys = {path: model.content_key(path) for path in members} if cache is not None else {}
         fingerprint = functools.cache(model.fingerprint)  # read from every file of the project: only when needed
-        pending = []
+        unchecked = []
         for path in members:
             run.projects[path] = model
             key = keys.get(path)
@@ -96,20 +107,22 @@ def check_paths(
                 cache.confirm(path, fingerprint())
                 results[path] = cached
             else:
-                pending.append(path)
-        if pool.worker_count(len(pending), pool.available_cores()) >= 2:
+                unchecked.append(path)
+        if pool.worker_count(len(unchecked), pool.available_cores()) >= 2:
             _share_project_facts(model, store)
         store.put_all(model.take_fresh_summaries())
         # One file checked alone (a pre-commit run) reads no fingerprint of the whole project that nothing else
         # needed: its result holds for no known state of the project, and the next run asks its questions again.
         read_already = fingerprint.cache_info().currsize > 0
-        held = fingerprint() if cache is not None and (len(pending) > 1 or read_already) else ""
-        for result in pool.check_files(pending, rules, pool.available_cores(), model):
-            store.put_all(result.summaries)
-            results[result.path] = result
-            key = keys.get(result.path)
-            if cache is not None and key is not None:
-                cache.put(result.path, key, result, held)
+        held = fingerprint() if cache is not None and (len(unchecked) > 1 or read_already) else ""
+        pending.update(dict.fromkeys(unchecked, _Pending(keys, held)))
+    for result in pool.check_files(list(pending), rules, pool.available_cores(), {p: run.projects[p] for p in pending}):
+        store.put_all(result.summaries)
+        results[result.path] = result
+        wanted = pending[result.path]
+        key = wanted.keys.get(result.path)
+        if cache is not None and key is not None:
+            cache.put(result.path, key, result, wanted.held)
     if cache is not None:
         cache.save()
     store.save()

@@ -1,11 +1,12 @@
-"""Files spread over the cores: each worker process owns one Engine and checks a share of the files."""
+"""Files spread over the cores: each worker process owns one Engine and checks a share of the files, each file
+against its own project (the files of several projects share one pool)."""
 
 from __future__ import annotations
 
 import gc
 import os
 import signal
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TypeVar
 
 from pitfall_lint.engine import Engine, FileResult
@@ -14,31 +15,33 @@ from pitfall_lint.rules.base import Rule
 
 # Below this many files, starting workers costs more than it saves.
 _MIN_FILES_PER_WORKER = 24
-_worker: tuple[Engine, ProjectModel | None] | None = None
+# The project of each file; a file without one is a project of its own.
+Projects = Mapping[str, ProjectModel]
+_worker: tuple[Engine, Projects] | None = None
 T = TypeVar("T")
 
 
-def _start_worker(rules: Sequence[type[Rule]], project: ProjectModel | None) -> None:
+def _start_worker(rules: Sequence[type[Rule]], projects: Projects) -> None:
     """The parent answers Ctrl-C and SIGTERM (it stops the pool); a worker inheriting `verify`'s SIGTERM handler
     printed a KeyboardInterrupt traceback when the pool ended it."""
     global _worker
     gc.freeze()  # what the parent built (the project model) is never garbage here: no collection reads it again
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _worker = (Engine(rules), project)
+    _worker = (Engine(rules), projects)
 
 
 def _summarize_in_worker(path: str) -> dict[str, list]:
-    assert _worker is not None and _worker[1] is not None
-    project = _worker[1]
+    assert _worker is not None
+    project = _worker[1][path]
     project.summary(path)
     return project.take_fresh_summaries()
 
 
 def _check_in_worker(path: str) -> FileResult:
     assert _worker is not None
-    engine, project = _worker
-    return engine.check_file(path, project)
+    engine, projects = _worker
+    return engine.check_file(path, projects.get(path))
 
 
 def available_cores() -> int:
@@ -53,32 +56,31 @@ def worker_count(files: int, jobs: int) -> int:
     return min(jobs, files // _MIN_FILES_PER_WORKER)
 
 
-def _map(
-    function: Callable[[str], T], paths: Sequence[str], workers: int, rules: Sequence[type[Rule]], project: ProjectModel | None
-) -> Iterator[T]:
+def _map(function: Callable[[str], T], paths: Sequence[str], workers: int, rules: Sequence[type[Rule]], projects: Projects) -> Iterator[T]:
     import multiprocessing  # here: a run that checks few files never pays for the import
 
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-    with context.Pool(workers, initializer=_start_worker, initargs=(tuple(rules), project)) as workers_pool:
+    with context.Pool(workers, initializer=_start_worker, initargs=(tuple(rules), projects)) as workers_pool:
         # Small chunks keep every worker busy to the end, whatever the sizes of the files.
         yield from workers_pool.imap(function, paths, chunksize=8 if len(paths) > 16 * workers else 1)
 
 
-def check_files(
-    paths: Sequence[str], rules: Sequence[type[Rule]], jobs: int, project: ProjectModel | None = None
-) -> Iterator[FileResult]:
-    """Results in the order of `paths`. Without a project, each file is a project of its own."""
+def check_files(paths: Sequence[str], rules: Sequence[type[Rule]], jobs: int, projects: Projects | None = None) -> Iterator[FileResult]:
+    """Results in the order of `paths`."""
+    projects = projects or {}
     workers = worker_count(len(paths), jobs)
     if workers < 2:
-        yield from Engine(rules).check_files(paths, project)
+        engine = Engine(rules)
+        for path in paths:
+            yield engine.check_file(path, projects.get(path))
         return
-    yield from _map(_check_in_worker, paths, workers, rules, project)
+    yield from _map(_check_in_worker, paths, workers, rules, projects)
 
 
 def summarize_files(paths: Sequence[str], jobs: int, project: ProjectModel) -> dict[str, list]:
     """The summaries of these files, computed on every core: rows by content key, for the project's store."""
     rows: dict[str, list] = {}
-    for found in _map(_summarize_in_worker, paths, min(jobs, len(paths)), (), project):
+    for found in _map(_summarize_in_worker, paths, min(jobs, len(paths)), (), dict.fromkeys(paths, project)):
         rows.update(found)
     return rows

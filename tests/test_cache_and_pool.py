@@ -89,7 +89,7 @@ def test_a_worker_leaves_ctrl_c_and_sigterm_to_the_parent() -> None:
     probe = (
         "import signal; from pitfall_lint import pool\n"
         "signal.signal(signal.SIGTERM, lambda *_: None)\n"
-        "pool._start_worker((), None)\n"
+        "pool._start_worker((), {})\n"
         "print(signal.getsignal(signal.SIGTERM) is signal.SIG_DFL, signal.getsignal(signal.SIGINT) is signal.SIG_IGN)"
     )
     completed = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, check=True)
