@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Sequence
-from dataclasses import astuple, dataclass, fields, is_dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from pitfall_lint.analysis.distributed import DISTRIBUTED_TRIGGERS, SETUP_NODES, SPAWNERS, setup_kind
@@ -113,7 +113,7 @@ class FileSummary:
 
     def to_row(self) -> list[object]:
         """Plain lists for the JSON cache."""
-        return [FORMAT, *([list(_plain(item)) for item in field] for field in astuple_shallow(self))]
+        return [FORMAT, *([_plain(item) for item in field] for field in astuple_shallow(self))]
 
     @staticmethod
     def from_row(row: list) -> FileSummary:
@@ -148,8 +148,14 @@ def astuple_shallow(summary: FileSummary) -> list[tuple]:
     return [getattr(summary, f.name) for f in fields(summary)]
 
 
-def _plain(item: object) -> tuple:
-    return astuple(item) if is_dataclass(item) and not isinstance(item, type) else item  # type: ignore[return-value]
+_FACT_FIELDS = {kind: tuple(f.name for f in fields(kind)) for kind in (ClassFacts, CallSite, WrapSite, Signature)}
+
+
+def _plain(item: object) -> list:
+    """A fact as a list of its fields: they hold only strings, numbers and tuples of them, so no copy is made of
+    those (dataclasses.astuple copied every nested tuple, a tenth of the cost of a summary)."""
+    names = _FACT_FIELDS.get(type(item))
+    return [getattr(item, name) for name in names] if names is not None else list(item)  # type: ignore[call-overload]
 
 
 class _Reader:
