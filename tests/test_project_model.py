@@ -10,6 +10,7 @@ from textwrap import dedent
 import pytest
 
 from marks import expected
+from pitfall_lint import pool
 from pitfall_lint.checking import ProjectSettings, check_paths
 from pitfall_lint.files import Excluder, discover
 from pitfall_lint.rules import all_rules
@@ -181,6 +182,21 @@ def test_data_parallel_setting(tmp_path: Path) -> None:
     write(tmp_path, files)
     assert run(tmp_path, "auto") == {("net.py", "PFL101", 7)}
     assert run(tmp_path, "never") == set()
+
+
+def test_a_project_inside_another_is_checked_as_its_own_in_a_shared_pool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each file against its nearest project, when the files of both share one pool of workers: the inner
+    project wraps some model in DataParallel, which reaches every module of its own; the outer one trains with DDP,
+    where that wrap is an aside that reaches only what its file names."""
+    monkeypatch.setattr(pool, "available_cores", lambda: 2)
+    padding = {f"pad_{i}.py": "import torch\n" for i in range(24)}
+    write(tmp_path, {"net.py": MODULE + BOUND.format(name="Net", base="nn.Module").replace("  # expect: PFL101", ""), "train.py": DDP_TRAIN, **padding})
+    inner = tmp_path / "inner"
+    write(inner, {"net.py": MODULE + BOUND.format(name="Net", base="nn.Module"), "train.py": "from torch import nn\ndef run(build):\n    return nn.DataParallel(build())\n", **padding})
+    assert pool.worker_count(len(list(tmp_path.rglob("*.py"))), 2) == 2
+    found = run(tmp_path)
+    assert ("inner/net.py", "PFL101", 7) in found and ("net.py", "PFL101", 7) not in found
+    assert found == marks(tmp_path)
 
 
 # A module whose lost state only matters where it is really wrapped (PFL104 reports where a wrap names it).
