@@ -177,6 +177,19 @@ def test_load_in_the_else_branch_of_the_save_guard_is_flagged() -> None:
     """))
 
 
+def test_a_lightning_trainer_on_several_devices_is_a_distributed_run() -> None:
+    """The script runs in every process Lightning starts; no other word of a distributed set-up is needed."""
+    assert_marks(dedent("""
+        import torch
+        import lightning as L
+        trainer = L.Trainer(devices=2)
+        def resume(model):
+            if trainer.is_global_zero:
+                torch.save(model.state_dict(), "ckpt.pt")
+            model.load_state_dict(torch.load("ckpt.pt", map_location="cpu"))  # expect: PFL204
+    """))
+
+
 def test_in_memory_buffers_are_not_flagged() -> None:
     assert_marks(DDP_SETUP + dedent("""
         def broadcast(obj):

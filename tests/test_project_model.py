@@ -161,6 +161,10 @@ CASES: dict[str, dict[str, str]] = {
         "net.py": MODULE + BOUND.format(name="Net", base="nn.Module"),
         "train.py": "import lightning as L\nfabric = L.Fabric(strategy=\"dp\")\n",
     },
+    "lightning-trainer-on-several-devices-trains-distributed": {
+        "net.py": MODULE + BOUND.format(name="Net", base="nn.Module").replace("  # expect: PFL101", ""),
+        "train.py": "import lightning as L\nfrom net import Net\nL.Trainer(devices=2).fit(Net())\n",
+    },
     "lightning-trainer-has-no-dp-strategy-since-2": {
         "net.py": MODULE + BOUND.format(name="Net", base="nn.Module").replace("  # expect: PFL101", ""),
         "train.py": DDP_TRAIN + "import lightning as L\ntrainer = L.Trainer(strategy=\"dp\")\n",

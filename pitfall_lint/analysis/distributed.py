@@ -27,10 +27,12 @@ _LIGHTNING_ENTRIES = frozenset({"Trainer", "Fabric"})
 _LIGHTNING_ROOTS = ("lightning", "pytorch_lightning", "lightning_fabric")
 _MULTI_PROCESS_STRATEGY = ("ddp", "fsdp", "deepspeed", "xla", "horovod")
 # The trigger words of a rule that needs a distributed file: one of them is in every file that
-# sets_up_distributed() recognises ("RANK" and "WORLD_SIZE" also match their LOCAL_ forms; "ddp", "fsdp" and
-# "deepspeed" Lightning's strategies, "Accelerator", "colossalai" and "horovod" those frameworks).
+# sets_up_distributed() recognises ("RANK" and "WORLD_SIZE" also match their LOCAL_ forms; "Trainer" and "Fabric"
+# Lightning's entry points, given several devices; "ddp", "fsdp" and "deepspeed" its strategies; "Accelerator",
+# "colossalai" and "horovod" those frameworks).
 DISTRIBUTED_TRIGGERS: tuple[str, ...] = (
-    *sorted(_SETUP_CALLS), "RANK", "WORLD_SIZE", "deepspeed", "Accelerator", "colossalai", "horovod", "ddp", "fsdp",
+    *sorted(_SETUP_CALLS), "RANK", "WORLD_SIZE", *sorted(_LIGHTNING_ENTRIES), "deepspeed", "Accelerator", "colossalai",
+    "horovod", "ddp", "fsdp",
 )
 # The last names of every call setup_kind() recognises: anything else is not looked at further.
 _SETUP_LAST_NAMES = frozenset(
