@@ -34,6 +34,9 @@ DISTRIBUTED_TRIGGERS: tuple[str, ...] = (
     *sorted(_SETUP_CALLS), "RANK", "WORLD_SIZE", *sorted(_LIGHTNING_ENTRIES), "deepspeed", "Accelerator", "colossalai",
     "horovod", "ddp", "fsdp",
 )
+# The same without Lightning's entry points, for the rules that stay quiet where Lightning loads the data (samplers
+# and seeds: uses_loader_framework): a file distributed by a Trainer or Fabric alone imports Lightning.
+NON_LIGHTNING_DISTRIBUTED_TRIGGERS = tuple(word for word in DISTRIBUTED_TRIGGERS if word not in _LIGHTNING_ENTRIES)
 # The last names of every call setup_kind() recognises: anything else is not looked at further.
 _SETUP_LAST_NAMES = frozenset(
     {*_SETUP_CALLS, *(name.rpartition(".")[2] for name in _FRAMEWORK_SETUPS), *_LIGHTNING_ENTRIES, "get", "getenv"}

@@ -6,7 +6,7 @@ import ast
 import re
 from collections.abc import Sequence
 
-from pitfall_lint.analysis.distributed import DISTRIBUTED_TRIGGERS, sets_up_distributed, uses_tensor_parallelism
+from pitfall_lint.analysis.distributed import NON_LIGHTNING_DISTRIBUTED_TRIGGERS, sets_up_distributed, uses_tensor_parallelism
 from pitfall_lint.analysis.ranks import depends_on_rank, is_restricted_to_one_rank
 from pitfall_lint.analysis.samplers import (
     DATA_LOADERS,
@@ -57,8 +57,8 @@ class MissingDistributedSampler(Rule):
         severity="warning",
         verifiable=True,
     )
-    # DataLoader, in a file that sets_up_distributed() could recognise.
-    triggers = (("DataLoader",), DISTRIBUTED_TRIGGERS)
+    # DataLoader, in a file that sets_up_distributed() could recognise, not through Lightning alone.
+    triggers = (("DataLoader",), NON_LIGHTNING_DISTRIBUTED_TRIGGERS)
     subscriptions = (ast.Call,)
 
     def __init__(self, ctx: FileContext) -> None:

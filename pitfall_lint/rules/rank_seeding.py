@@ -6,7 +6,7 @@ import ast
 import re
 from collections.abc import Sequence
 
-from pitfall_lint.analysis.distributed import DISTRIBUTED_TRIGGERS, sets_up_distributed
+from pitfall_lint.analysis.distributed import NON_LIGHTNING_DISTRIBUTED_TRIGGERS, sets_up_distributed
 from pitfall_lint.analysis.ranks import ancestors_of, depends_on_rank
 from pitfall_lint.analysis.samplers import (
     DISTRIBUTED_SAMPLERS,
@@ -40,7 +40,7 @@ class RankSeeding(Rule):
     # (a) needs the sampler (its seed may be positional); (b) a seeding call in a distributed file.
     triggers = (
         ("seed", "DistributedSampler"),
-        ("DistributedSampler", *DISTRIBUTED_TRIGGERS),
+        ("DistributedSampler", *NON_LIGHTNING_DISTRIBUTED_TRIGGERS),
     )
     subscriptions = (ast.Call,)
 
