@@ -15,15 +15,18 @@ import re
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import astuple, dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from pitfall_lint.analysis.distributed import DISTRIBUTED_TRIGGERS, SPAWNERS
+from pitfall_lint.analysis.distributed import DISTRIBUTED_TRIGGERS, SETUP_CALLS, SPAWNERS, sets_up_distributed
 from pitfall_lint.analysis.modules import is_torch_module_name
 from pitfall_lint.analysis.scopes import definition_name
 from pitfall_lint.analysis.wrappers import same_checkpoint
 from pitfall_lint.project.layout import Layout
 from pitfall_lint.project.store import SummaryStore, content_key
 from pitfall_lint.project.summary import UNKNOWN, CallSite, ClassFacts, FileSummary, WrapSite, summarize
+
+if TYPE_CHECKING:
+    from pitfall_lint.context import FileContext
 
 DataParallelMode = Literal["auto", "always", "never"]
 DATA_PARALLEL_MODES: tuple[DataParallelMode, ...] = ("auto", "always", "never")
@@ -43,6 +46,7 @@ _DP_STRATEGY = (b'"dp"', b"'dp'")
 _LIGHTNING_ENTRIES = (b"Fabric(",)
 _COMPILE = "torch.compile"
 _DISTRIBUTED_WORDS = tuple(word.encode() for word in DISTRIBUTED_TRIGGERS)
+_SETUP_CALL_WORDS = tuple(word.encode() for word in SETUP_CALLS)
 _SPAWN_WORDS = tuple(sorted({name.rpartition(".")[2].encode() for name in SPAWNERS}))
 
 
@@ -207,27 +211,32 @@ class ProjectModel:
         self._summaries[key] = summary
         return summary
 
-    def _summarize(self, path: str, data: bytes) -> FileSummary | None:
+    def _parsed(self, path: str, data: bytes) -> FileContext | None:
+        """The file's tree: the one being checked, else parsed (None: it cannot be)."""
         from pitfall_lint.context import FileContext
         from pitfall_lint.notebook import NOTEBOOK_SUFFIX, NotebookError, read_notebook
         from pitfall_lint.source import SourceText
 
         ctx = self._trees.get(path)
-        if ctx is None:
-            if path.endswith(NOTEBOOK_SUFFIX):
-                try:
-                    data = read_notebook(data).text.encode("utf-8")
-                except NotebookError:
-                    return None
+        if ctx is not None:
+            return ctx  # type: ignore[return-value]
+        if path.endswith(NOTEBOOK_SUFFIX):
             try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    tree = ast.parse(data, filename=path)
-            except (SyntaxError, ValueError, MemoryError, RecursionError):
+                data = read_notebook(data).text.encode("utf-8")
+            except NotebookError:
                 return None
-            ctx = FileContext(path, tree, SourceText(data), self.view(path))
         try:
-            return summarize(ctx)  # type: ignore[arg-type]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tree = ast.parse(data, filename=path)
+        except (SyntaxError, ValueError, MemoryError, RecursionError):
+            return None
+        return FileContext(path, tree, SourceText(data), self.view(path))
+
+    def _summarize(self, path: str, data: bytes) -> FileSummary | None:
+        ctx = self._parsed(path, data)
+        try:
+            return summarize(ctx) if ctx is not None else None
         except RecursionError:
             return None
 
@@ -571,16 +580,28 @@ class ProjectModel:
         return found
 
     def _trains_distributed(self) -> bool:
-        """Read file by file until one sets up distributed training: most projects that do, tell it early."""
+        """Read file by file until one sets up distributed training: most projects that do, tell it early, and the
+        files that call the set-ups' own names first."""
 
         def compute() -> bool:
-            return any(
-                (data := self._content(p)) is not None and any(w in data for w in _DISTRIBUTED_WORDS)
-                and (s := self.summary(p)) is not None and bool(s.distributed)
-                for p in self.files
-            )
+            candidates = [p for p in self.files if (data := self._content(p)) is not None and any(w in data for w in _DISTRIBUTED_WORDS)]
+            candidates.sort(key=lambda p: not any(w in self._content(p) for w in _SETUP_CALL_WORDS))  # type: ignore[operator]
+            return any(self._sets_up_distributed(p) for p in candidates)
 
         return self._memoised(("trains-distributed",), compute)  # type: ignore[return-value]
+
+    def _sets_up_distributed(self, path: str) -> bool:
+        """From the file's summary when it is at hand, else from a walk for the set-ups alone (a summary costs some
+        three times as much, and a project that trains nothing in parallel has every candidate read)."""
+        if self.has_summary(path):
+            summary = self.summary(path)
+            return summary is not None and bool(summary.distributed)
+        data = self._content(path)
+        ctx = self._parsed(path, data) if data is not None else None
+        try:
+            return ctx is not None and sets_up_distributed(ctx)
+        except RecursionError:
+            return False
 
     def _built_classes(self, path: str, ref: str, depth: int) -> set[tuple[str, str]] | None:
         """The project classes a call builds (through builder functions); None when the source cannot tell."""
