@@ -507,6 +507,32 @@ def test_wrapper_reach_is_asked_per_wrapper_kind(tmp_path: Path) -> None:
     assert model.wrapper_reach(ddp, str(tmp_path / "train.py"), "main") == []
 
 
+@pytest.mark.parametrize(
+    ("kind", "wrapping", "line"),
+    [
+        ("DistributedDataParallel", "from torch.nn.parallel import (\n    DistributedDataParallel as DDP,\n)\nw = DDP(Net())\n", 5),
+        ("DistributedDataParallel", "import torch\nw = torch.nn.parallel.DistributedDataParallel \\\n    (Net())\n", 3),
+        ("DataParallel", "import torch\nw = torch.nn.DataParallel\\\n(Net())\n", 3),
+    ],
+)
+def test_a_wrap_is_found_however_its_call_is_spelled(tmp_path: Path, kind: str, wrapping: str, line: int) -> None:
+    """Only the files that call the wrapper or import it under another name are read for its wraps; a file that
+    names it for a type check is not."""
+    from pitfall_lint.project.model import ProjectModel
+
+    files = {
+        "models.py": MODULE + "class Net(nn.Module):\n    pass\n",
+        "train.py": "from models import Net\n" + wrapping,
+        "check.py": "from torch import nn\nfrom torch.nn.parallel import DistributedDataParallel\ndef wrapped(m):\n"
+        "    return isinstance(m, (nn.DataParallel, DistributedDataParallel))\n",
+    }
+    write(tmp_path, files)
+    model = ProjectModel(str(tmp_path), [str(tmp_path / name) for name in files])
+    reach = model.wrapper_reach(kind, str(tmp_path / "models.py"), "Net")  # type: ignore[arg-type]
+    assert [(os.path.basename(e[0]), e[1], e[2]) for e in reach] == [("train.py", line, kind)]
+    assert not model.has_summary(str(tmp_path / "check.py"))
+
+
 def test_which_classes_hold_parameters(tmp_path: Path) -> None:
     from pitfall_lint.project.model import ProjectModel
 

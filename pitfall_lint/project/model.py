@@ -41,7 +41,6 @@ _SEARCHES_BEFORE_LISTING = 16
 # Every byte that cannot be part of an identifier, a space: an identifier is then a word between spaces, as `\b`
 # bounds it in the source (never the tail of a longer one, nor of a number: `e5` in `1e5`).
 _WORDS_ONLY = bytes(c if c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_" else 0x20 for c in range(256))
-_DATA_PARALLEL_CALLS = (b"DataParallel(", b"DataParallel (", b"DataParallel as", b"data_parallel(")
 _DP_STRATEGY = (b'"dp"', b"'dp'")
 _LIGHTNING_ENTRIES = (b"Fabric(",)
 _COMPILE = "torch.compile"
@@ -49,15 +48,19 @@ _DISTRIBUTED_WORDS = tuple(word.encode() for word in DISTRIBUTED_TRIGGERS)
 _SETUP_CALL_WORDS = tuple(word.encode() for word in SETUP_CALLS)
 _SPAWN_WORDS = tuple(sorted({name.rpartition(".")[2].encode() for name in SPAWNERS}))
 
+# A wrap calls the wrapper by its name (spaces or a line continuation may stand before the parenthesis) or by an
+# alias its import gives it; most files that name DDP only import it for a type or check an instance (diffusers: 31
+# files name it, none calls it).
+_DDP_CALL_OR_ALIAS = re.compile(rb"DistributedDataParallel[\s\\]*(?:\(|as\b)")
+_DP_CALL_OR_ALIAS = re.compile(rb"(?<!Distributed)DataParallel[\s\\]*(?:\(|as\b)|data_parallel[\s\\]*\(")
+
 
 def may_wrap_in_data_parallel(data: bytes) -> bool:
     """Whether a file can hold a DataParallel wrap site: a call or alias of the wrapper (DistributedDataParallel
     aside), a Lightning Trainer/Fabric given "dp", or transformers' Trainer. Read from the bytes: most files
     that mention DataParallel only use DDP, and need no summary."""
-    if b"DataParallel" in data or b"data_parallel(" in data:  # the cheap look first: no copy of most files
-        data = data.replace(b"DistributedDataParallel", b"")
-        if any(word in data for word in _DATA_PARALLEL_CALLS):
-            return True
+    if (b"DataParallel" in data or b"data_parallel" in data) and _DP_CALL_OR_ALIAS.search(data):  # the cheap look first
+        return True
     # The rarer word of each pair first: every file of a large project is read this way.
     if any(word in data for word in _LIGHTNING_ENTRIES) and any(word in data for word in _DP_STRATEGY):
         return True
@@ -513,9 +516,10 @@ class ProjectModel:
         return sorted({path for kind in kinds for path in self._may_wrap(kind)})
 
     def _may_wrap(self, kind: WrapperKind) -> list[str]:
-        if kind == "DataParallel":
-            return [p for p in self.files if (data := self._content(p)) is not None and may_wrap_in_data_parallel(data)]
-        return self._files_with((kind.encode(),))
+        test = may_wrap_in_data_parallel if kind == "DataParallel" else _DDP_CALL_OR_ALIAS.search
+        return self._memoised(  # type: ignore[return-value]
+            ("may-wrap", kind), lambda: [p for p in self.files if (data := self._content(p)) is not None and test(data)]
+        )
 
     def _wrap_sites(self, kind: WrapperKind) -> list[tuple[str, WrapSite]]:
         return [
