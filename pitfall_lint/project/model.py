@@ -53,6 +53,7 @@ _SPAWN_WORDS = tuple(sorted({name.rpartition(".")[2].encode() for name in SPAWNE
 # files name it, none calls it).
 _DDP_CALL_OR_ALIAS = re.compile(rb"DistributedDataParallel[\s\\]*(?:\(|as\b)")
 _DP_CALL_OR_ALIAS = re.compile(rb"(?<!Distributed)DataParallel[\s\\]*(?:\(|as\b)|data_parallel[\s\\]*\(")
+_WRAPPER_CALL_OR_ALIAS = re.compile(rb"DataParallel[\s\\]*(?:\(|as\b)")  # either of them
 
 
 def may_wrap_in_data_parallel(data: bytes) -> bool:
@@ -795,13 +796,20 @@ class ProjectModel:
 
     def wrapper_checkpoint(self, name: str) -> Evidence | None:
         """Where the project saves a wrapper's state_dict (`module.` keys) to a file of this name, if it does."""
-        # Such a save is `torch.save(<wrapper>.state_dict(), ...)`: a file without each of the words holds none.
-        for path in self._files_with((b"state_dict",), (b"DataParallel",), (b"save",)):
+        # Such a save is `torch.save(<wrapper>.state_dict(), ...)` of a wrapper the file built: a file without the
+        # words, or that never calls a wrapper, holds none.
+        for path in self._files_saving_wrappers():
             summary = self.summary(path)
             for saved, line in summary.wrapper_saves if summary else ():
                 if same_checkpoint(saved, name):
                     return [self.display(path), line]
         return None
+
+    def _files_saving_wrappers(self) -> list[str]:
+        def compute() -> list[str]:
+            return [p for p in self._files_with((b"state_dict",), (b"save",)) if _WRAPPER_CALL_OR_ALIAS.search(self._content(p))]  # type: ignore[arg-type]
+
+        return self._memoised(("files-saving-wrappers",), compute)  # type: ignore[return-value]
 
     # -- the questions by name, for the views and for checking a cached result
 
