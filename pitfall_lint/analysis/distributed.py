@@ -8,7 +8,7 @@ from pitfall_lint.context import FileContext
 
 # Distinctive enough to match by their last name, so function-local imports and aliases need no
 # resolution. Only calls count: a test that mocks or isinstance-checks DDP sets nothing up.
-SETUP_CALLS = frozenset({"init_process_group", "DistributedDataParallel", "FullyShardedDataParallel"})
+_SETUP_CALLS = frozenset({"init_process_group", "DistributedDataParallel", "FullyShardedDataParallel"})
 _LAUNCHER_VARIABLES = frozenset({"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"})
 # Frameworks that start the process group themselves: the script is distributed all the same.
 _FRAMEWORK_SETUPS = {
@@ -31,7 +31,7 @@ _MULTI_PROCESS_STRATEGY = ("ddp", "fsdp", "deepspeed", "xla", "horovod")
 # Lightning's entry points, given several devices; "ddp", "fsdp" and "deepspeed" its strategies; "Accelerator",
 # "colossalai" and "horovod" those frameworks).
 DISTRIBUTED_TRIGGERS: tuple[str, ...] = (
-    *sorted(SETUP_CALLS), "RANK", "WORLD_SIZE", *sorted(_LIGHTNING_ENTRIES), "deepspeed", "Accelerator", "colossalai",
+    *sorted(_SETUP_CALLS), "RANK", "WORLD_SIZE", *sorted(_LIGHTNING_ENTRIES), "deepspeed", "Accelerator", "colossalai",
     "horovod", "ddp", "fsdp",
 )
 # The same without Lightning's entry points, for the rules that stay quiet where Lightning loads the data (samplers
@@ -39,7 +39,7 @@ DISTRIBUTED_TRIGGERS: tuple[str, ...] = (
 NON_LIGHTNING_DISTRIBUTED_TRIGGERS = tuple(word for word in DISTRIBUTED_TRIGGERS if word not in _LIGHTNING_ENTRIES)
 # The last names of every call setup_kind() recognises: anything else is not looked at further.
 _SETUP_LAST_NAMES = frozenset(
-    {*SETUP_CALLS, *(name.rpartition(".")[2] for name in _FRAMEWORK_SETUPS), *_LIGHTNING_ENTRIES, "get", "getenv"}
+    {*_SETUP_CALLS, *(name.rpartition(".")[2] for name in _FRAMEWORK_SETUPS), *_LIGHTNING_ENTRIES, "get", "getenv"}
 )
 # Tensor-parallel set-ups: every rank of a group must read the same batches.
 _TENSOR_PARALLEL_CALLS = frozenset({"initialize_model_parallel", "parallelize_module"})
@@ -109,7 +109,7 @@ def setup_kind(ctx: FileContext, node: ast.AST) -> str | None:
         # The spelling (`DistributedDataParallel(...)`) or a module-level alias (`DDP(...)`).
         qualified = full.rpartition(".")[2]
         for name in (_last_name(node.func), qualified):
-            if name in SETUP_CALLS:
+            if name in _SETUP_CALLS:
                 return name
     return _LAUNCHER_ENVIRONMENT if launcher_variable_read(node) is not None else None
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import astuple, dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from pitfall_lint.analysis.distributed import DISTRIBUTED_TRIGGERS, SETUP_CALLS, SPAWNERS, sets_up_distributed
+from pitfall_lint.analysis.distributed import DISTRIBUTED_TRIGGERS, SPAWNERS, sets_up_distributed
 from pitfall_lint.analysis.modules import is_torch_module_name
 from pitfall_lint.analysis.scopes import definition_name
 from pitfall_lint.analysis.wrappers import same_checkpoint
@@ -45,27 +45,36 @@ _DP_STRATEGY = (b'"dp"', b"'dp'")
 _LIGHTNING_ENTRIES = (b"Fabric(",)
 _COMPILE = "torch.compile"
 _DISTRIBUTED_WORDS = tuple(word.encode() for word in DISTRIBUTED_TRIGGERS)
-_SETUP_CALL_WORDS = tuple(word.encode() for word in SETUP_CALLS)
 _SPAWN_WORDS = tuple(sorted({name.rpartition(".")[2].encode() for name in SPAWNERS}))
 
 # A wrap calls the wrapper by its name (spaces or a line continuation may stand before the parenthesis) or by an
 # alias its import gives it; most files that name DDP only import it for a type or check an instance (diffusers: 31
 # files name it, none calls it).
 _DDP_CALL_OR_ALIAS = re.compile(rb"DistributedDataParallel[\s\\]*(?:\(|as\b)")
-_DP_CALL_OR_ALIAS = re.compile(rb"(?<!Distributed)DataParallel[\s\\]*(?:\(|as\b)|data_parallel[\s\\]*\(")
-_WRAPPER_CALL_OR_ALIAS = re.compile(rb"DataParallel[\s\\]*(?:\(|as\b)")  # either of them
+# Each starts with its word, which lets the search skip to it (a lookbehind or an alternation made it 30 times slower).
+_WRAPPER_CALL_OR_ALIAS = re.compile(rb"DataParallel[\s\\]*(?:\(|as\b)")  # DataParallel's or DDP's
+_FUNCTIONAL_DP_CALL = re.compile(rb"data_parallel[\s\\]*\(")
 
 
 def may_wrap_in_data_parallel(data: bytes) -> bool:
     """Whether a file can hold a DataParallel wrap site: a call or alias of the wrapper (DistributedDataParallel
     aside), a Lightning Trainer/Fabric given "dp", or transformers' Trainer. Read from the bytes: most files
     that mention DataParallel only use DDP, and need no summary."""
-    if (b"DataParallel" in data or b"data_parallel" in data) and _DP_CALL_OR_ALIAS.search(data):  # the cheap look first
+    if b"DataParallel" in data:  # the cheap look first
+        for found in _WRAPPER_CALL_OR_ALIAS.finditer(data):
+            if not data.endswith(b"Distributed", 0, found.start()):
+                return True
+    if b"data_parallel" in data and _FUNCTIONAL_DP_CALL.search(data):
         return True
     # The rarer word of each pair first: every file of a large project is read this way.
     if any(word in data for word in _LIGHTNING_ENTRIES) and any(word in data for word in _DP_STRATEGY):
         return True
     return b"Trainer(" in data and b"transformers" in data
+
+
+def _may_wrap_in_ddp(data: bytes) -> bool:
+    return b"DistributedDataParallel" in data and _DDP_CALL_OR_ALIAS.search(data) is not None  # the cheap look first
+
 
 Symbol = tuple[str, ...]  # ("class" | "function", path, scope path), ("external", ref) or ("unknown",)
 _UNKNOWN: Symbol = ("unknown",)
@@ -517,7 +526,7 @@ class ProjectModel:
         return sorted({path for kind in kinds for path in self._may_wrap(kind)})
 
     def _may_wrap(self, kind: WrapperKind) -> list[str]:
-        test = may_wrap_in_data_parallel if kind == "DataParallel" else _DDP_CALL_OR_ALIAS.search
+        test = may_wrap_in_data_parallel if kind == "DataParallel" else _may_wrap_in_ddp
         return self._memoised(  # type: ignore[return-value]
             ("may-wrap", kind), lambda: [p for p in self.files if (data := self._content(p)) is not None and test(data)]
         )
@@ -585,20 +594,21 @@ class ProjectModel:
         return found
 
     def _trains_distributed(self) -> bool:
-        """Read file by file until one sets up distributed training: most projects that do, tell it early, and the
-        files that call the set-ups' own names first."""
+        """Read file by file until one sets up distributed training: most projects that do, tell it early."""
 
         def compute() -> bool:
-            candidates = [p for p in self.files if (data := self._content(p)) is not None and any(w in data for w in _DISTRIBUTED_WORDS)]
-            candidates.sort(key=lambda p: not any(w in self._content(p) for w in _SETUP_CALL_WORDS))  # type: ignore[operator]
-            return any(self._sets_up_distributed(p) for p in candidates)
+            return any(
+                (data := self._content(p)) is not None and any(w in data for w in _DISTRIBUTED_WORDS) and self._sets_up_distributed(p)
+                for p in self.files
+            )
 
         return self._memoised(("trains-distributed",), compute)  # type: ignore[return-value]
 
     def _sets_up_distributed(self, path: str) -> bool:
-        """From the file's summary when it is at hand, else from a walk for the set-ups alone (a summary costs some
-        three times as much, and a project that trains nothing in parallel has every candidate read)."""
-        if self.has_summary(path):
+        """From the file's summary when it is at hand or will be kept for the next run, else from a walk for the
+        set-ups alone (a summary costs some three times as much, and a project that trains nothing in parallel has
+        every candidate read)."""
+        if self.has_summary(path) or self._store.keeps:
             summary = self.summary(path)
             return summary is not None and bool(summary.distributed)
         data = self._content(path)

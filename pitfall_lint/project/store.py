@@ -54,6 +54,11 @@ class SummaryStore:
                 self._loaded = {}  # no cache yet, or an unreadable one: start afresh
         return self._loaded
 
+    @property
+    def keeps(self) -> bool:
+        """Whether what is put here outlives the run."""
+        return self._folder is not None
+
     def get(self, key: str) -> list | None:
         return self._rows.get(key)
 
