@@ -116,7 +116,8 @@ def check_paths(
         read_already = fingerprint.cache_info().currsize > 0
         held = fingerprint() if cache is not None and (len(unchecked) > 1 or read_already) else ""
         pending.update(dict.fromkeys(unchecked, _Pending(keys, held)))
-    for result in pool.check_files(list(pending), rules, pool.available_cores(), {p: run.projects[p] for p in pending}):
+    projects = {path: run.projects[path] for path in pending}
+    for result in pool.check_files(list(pending), rules, pool.available_cores(), projects):
         store.put_all(result.summaries)
         results[result.path] = result
         wanted = pending[result.path]

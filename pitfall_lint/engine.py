@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from pitfall_lint.context import FileContext
@@ -71,10 +71,6 @@ class Engine:
         except OSError as error:
             return _parse_error(path, f"cannot read file: {error.strerror or error}")
         return self.check_source(path, data, project)
-
-    def check_files(self, paths: Iterable[str], project: ProjectModel | None = None) -> Iterator[FileResult]:
-        for path in paths:
-            yield self.check_file(path, project)
 
     def check_source(self, path: str, data: bytes, project: ProjectModel | None = None) -> FileResult:
         """Without a project, the file is a project of its own."""

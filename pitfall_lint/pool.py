@@ -56,7 +56,9 @@ def worker_count(files: int, jobs: int) -> int:
     return min(jobs, files // _MIN_FILES_PER_WORKER)
 
 
-def _map(function: Callable[[str], T], paths: Sequence[str], workers: int, rules: Sequence[type[Rule]], projects: Projects) -> Iterator[T]:
+def _map(
+    function: Callable[[str], T], paths: Sequence[str], workers: int, rules: Sequence[type[Rule]], projects: Projects
+) -> Iterator[T]:
     import multiprocessing  # here: a run that checks few files never pays for the import
 
     methods = multiprocessing.get_all_start_methods()
@@ -66,7 +68,9 @@ def _map(function: Callable[[str], T], paths: Sequence[str], workers: int, rules
         yield from workers_pool.imap(function, paths, chunksize=8 if len(paths) > 16 * workers else 1)
 
 
-def check_files(paths: Sequence[str], rules: Sequence[type[Rule]], jobs: int, projects: Projects | None = None) -> Iterator[FileResult]:
+def check_files(
+    paths: Sequence[str], rules: Sequence[type[Rule]], jobs: int, projects: Projects | None = None
+) -> Iterator[FileResult]:
     """Results in the order of `paths`."""
     projects = projects or {}
     workers = worker_count(len(paths), jobs)

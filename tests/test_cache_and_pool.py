@@ -76,7 +76,8 @@ def test_pool_gives_the_sequential_results_in_order(tmp_path: Path) -> None:
             target = tmp_path / f"{copy}_{source.parent.name}_{source.name}"
             target.write_bytes(source.read_bytes())
             paths.append(str(target))
-    sequential = list(Engine(all_rules()).check_files(paths))
+    engine = Engine(all_rules())
+    sequential = [engine.check_file(path) for path in paths]
     parallel = list(pool.check_files(paths, all_rules(), jobs=2))
     assert len(paths) >= 2 * 24  # enough files for two workers
     assert parallel == sequential

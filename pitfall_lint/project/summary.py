@@ -148,7 +148,9 @@ def astuple_shallow(summary: FileSummary) -> list[tuple]:
     return [getattr(summary, f.name) for f in fields(summary)]
 
 
-_FACT_FIELDS = {kind: tuple(f.name for f in fields(kind)) for kind in (ClassFacts, CallSite, WrapSite, Signature)}
+_FACT_FIELDS: dict[type, tuple[str, ...]] = {
+    kind: tuple(f.name for f in fields(kind)) for kind in (ClassFacts, CallSite, WrapSite, Signature)
+}
 
 
 def _plain(item: object) -> list:
