@@ -34,6 +34,14 @@ DISTRIBUTED_TRIGGERS: tuple[str, ...] = (
     *sorted(_SETUP_CALLS), "RANK", "WORLD_SIZE", *sorted(_LIGHTNING_ENTRIES), "deepspeed", "Accelerator", "colossalai",
     "horovod", "ddp", "fsdp",
 )
+_TRIGGER_BYTES = tuple(word.encode() for word in DISTRIBUTED_TRIGGERS)
+
+
+def may_set_up_distributed(data: bytes) -> bool:
+    """Whether a source can hold a set-up that setup_kind() recognises: it spells one of the trigger words."""
+    return any(word in data for word in _TRIGGER_BYTES)
+
+
 # The same without Lightning's entry points, for the rules that stay quiet where Lightning loads the data (samplers
 # and seeds: uses_loader_framework): a file distributed by a Trainer or Fabric alone imports Lightning.
 NON_LIGHTNING_DISTRIBUTED_TRIGGERS = tuple(word for word in DISTRIBUTED_TRIGGERS if word not in _LIGHTNING_ENTRIES)

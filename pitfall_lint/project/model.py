@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import astuple, dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from pitfall_lint.analysis.distributed import DISTRIBUTED_TRIGGERS, SPAWNERS, sets_up_distributed
+from pitfall_lint.analysis.distributed import SPAWNERS, may_set_up_distributed, sets_up_distributed
 from pitfall_lint.analysis.modules import is_torch_module_name
 from pitfall_lint.analysis.scopes import definition_name
 from pitfall_lint.analysis.wrappers import same_checkpoint
@@ -44,7 +44,6 @@ _WORDS_ONLY = bytes(c if c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuv
 _DP_STRATEGY = (b'"dp"', b"'dp'")
 _LIGHTNING_ENTRIES = (b"Fabric(",)
 _COMPILE = "torch.compile"
-_DISTRIBUTED_WORDS = tuple(word.encode() for word in DISTRIBUTED_TRIGGERS)
 _SPAWN_WORDS = tuple(sorted({name.rpartition(".")[2].encode() for name in SPAWNERS}))
 
 # A wrap calls the wrapper by its name (spaces or a line continuation may stand before the parenthesis) or by an
@@ -599,7 +598,7 @@ class ProjectModel:
         def compute() -> bool:
             return any(
                 (data := self._content(p)) is not None
-                and any(w in data for w in _DISTRIBUTED_WORDS)
+                and may_set_up_distributed(data)
                 and self._sets_up_distributed(p)
                 for p in self.files
             )

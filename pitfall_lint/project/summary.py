@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from pitfall_lint.analysis.distributed import DISTRIBUTED_TRIGGERS, SETUP_NODES, SPAWNERS, setup_kind
+from pitfall_lint.analysis.distributed import SETUP_NODES, SPAWNERS, may_set_up_distributed, setup_kind
 from pitfall_lint.analysis.modules import creates_parameters, method_kind, same_module
 from pitfall_lint.analysis.ranks import depends_on_rank, is_locally_restricted
 from pitfall_lint.analysis.scopes import FUNCTIONS, decorator_names, definition_name, enclosing_function, local_value, scope_path, self_name
@@ -304,7 +304,7 @@ class _Builder:
             ast.Name: [self.on_name],
         }
         # Only a file with one of the set-up words can set up distributed training: the others need no look.
-        if any(word in self.ctx.text.data for word in _DISTRIBUTED_WORDS):
+        if may_set_up_distributed(self.ctx.text.data):
             for node_type in SETUP_NODES:
                 found.setdefault(node_type, []).append(self.on_setup)
         return found
@@ -467,7 +467,6 @@ class _Builder:
         )
 
 
-_DISTRIBUTED_WORDS = tuple(word.encode() for word in DISTRIBUTED_TRIGGERS)
 _SCOPES = (ast.ClassDef, *FUNCTIONS)
 
 

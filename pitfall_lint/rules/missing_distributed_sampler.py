@@ -6,7 +6,11 @@ import ast
 import re
 from collections.abc import Sequence
 
-from pitfall_lint.analysis.distributed import NON_LIGHTNING_DISTRIBUTED_TRIGGERS, sets_up_distributed, uses_tensor_parallelism
+from pitfall_lint.analysis.distributed import (
+    NON_LIGHTNING_DISTRIBUTED_TRIGGERS,
+    sets_up_distributed,
+    uses_tensor_parallelism,
+)
 from pitfall_lint.analysis.ranks import depends_on_rank, is_restricted_to_one_rank
 from pitfall_lint.analysis.samplers import (
     DATA_LOADERS,
