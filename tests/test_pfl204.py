@@ -6,6 +6,9 @@ from textwrap import dedent
 
 import pytest
 
+from pitfall_lint.engine import Engine
+from pitfall_lint.rules import all_rules
+
 from marks import assert_marks
 
 # Loads pass map_location so that PFL202 stays out of the way, except where a case says otherwise.
@@ -207,3 +210,30 @@ def test_single_process_script_is_not_flagged() -> None:
     assert_marks(
         "import torch\nrank = 0\nif rank == 0:\n    torch.save({}, 'c.pt')\nstate = torch.load('c.pt', map_location='cpu')\n"
     )
+
+
+_FRAMEWORK_SETUPS = {
+    "dist.barrier()": "import torch.distributed as dist\ndist.init_process_group('gloo')",
+    "trainer.strategy.barrier()": "import lightning as L\ntrainer = L.Trainer(devices=2)",
+    "fabric.barrier()": "import lightning as L\nfabric = L.Fabric(devices=2)",
+    "accelerator.wait_for_everyone()": "from accelerate import Accelerator\naccelerator = Accelerator()",
+    "hvd.barrier()": "import horovod.torch as hvd\nhvd.init()",
+}
+_SAVE_THEN_LOAD = """
+def resume(model, is_main_process):
+    if is_main_process:
+        torch.save(model.state_dict(), "ckpt.pt"){barrier}
+    model.load_state_dict(torch.load("ckpt.pt", map_location="cpu"))
+"""
+
+
+@pytest.mark.parametrize("barrier", _FRAMEWORK_SETUPS)
+def test_the_advice_names_the_barrier_of_what_starts_the_processes(barrier: str) -> None:
+    """A Lightning, Accelerate or Horovod script is told its framework's barrier; Horovod's processes have no
+    torch.distributed group for `dist.barrier()`. Calling it silences the finding."""
+    source = f"import torch\n{_FRAMEWORK_SETUPS[barrier]}\n{_SAVE_THEN_LOAD.format(barrier='')}"
+    result = Engine(all_rules()).check_source("train.py", source.encode())
+    assert [(d.code, d.line) for d in result.diagnostics] == [("PFL204", 8)]
+    assert result.diagnostics[0].message.endswith(f"call `{barrier}` after the save")
+    fixed = f"import torch\n{_FRAMEWORK_SETUPS[barrier]}\n{_SAVE_THEN_LOAD.format(barrier=chr(10) + '    ' + barrier)}"
+    assert Engine(all_rules()).check_source("train.py", fixed.encode()).diagnostics == ()

@@ -24,6 +24,20 @@ _FRAMEWORK_SETUPS = {
 }
 # Lightning's entry points distribute when given a multi-process strategy or several devices or nodes.
 _LIGHTNING_ENTRIES = frozenset({"Trainer", "Fabric"})
+
+
+def _lightning_setup(entry: str) -> str:
+    return f"Lightning's {entry} with several processes"
+
+
+# The barrier of a framework that starts the processes itself, by its set-up: what its users call (Horovod's
+# processes have no torch.distributed group for `dist.barrier()` to use).
+_FRAMEWORK_BARRIERS = {
+    _lightning_setup("Trainer"): "trainer.strategy.barrier()",
+    _lightning_setup("Fabric"): "fabric.barrier()",
+    "accelerate's Accelerator": "accelerator.wait_for_everyone()",
+    "horovod's init": "hvd.barrier()",
+}
 _LIGHTNING_ROOTS = ("lightning", "pytorch_lightning", "lightning_fabric")
 _MULTI_PROCESS_STRATEGY = ("ddp", "fsdp", "deepspeed", "xla", "horovod")
 # The trigger words of a rule that needs a distributed file: one of them is in every file that
@@ -113,7 +127,7 @@ def setup_kind(ctx: FileContext, node: ast.AST) -> str | None:
         if full in _FRAMEWORK_SETUPS:
             return _FRAMEWORK_SETUPS[full]
         if _lightning_distributes(full, node):
-            return f"Lightning's {full.rpartition('.')[2]} with several processes"
+            return _lightning_setup(full.rpartition(".")[2])
         # The spelling (`DistributedDataParallel(...)`) or a module-level alias (`DDP(...)`).
         qualified = full.rpartition(".")[2]
         for name in (_last_name(node.func), qualified):
@@ -147,6 +161,11 @@ def distributed_setups(ctx: FileContext) -> list[tuple[str, int]]:
 
 def sets_up_distributed(ctx: FileContext) -> bool:
     return bool(distributed_setups(ctx))
+
+
+def barrier_call(ctx: FileContext) -> str:
+    """The barrier to advise in this file: that of the framework that set the run up, else torch.distributed's."""
+    return next((_FRAMEWORK_BARRIERS[kind] for kind, _ in distributed_setups(ctx) if kind in _FRAMEWORK_BARRIERS), "dist.barrier()")
 
 
 def uses_tensor_parallelism(ctx: FileContext) -> bool:

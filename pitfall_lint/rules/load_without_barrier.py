@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from pitfall_lint.analysis.distributed import DISTRIBUTED_TRIGGERS, sets_up_distributed
+from pitfall_lint.analysis.distributed import DISTRIBUTED_TRIGGERS, barrier_call, sets_up_distributed
 from pitfall_lint.analysis.buffers import is_in_memory_buffer
 from pitfall_lint.analysis.ranks import is_rank_test, is_restricted_to_one_rank
 from pitfall_lint.analysis.scopes import enclosing_function, position_in_block
@@ -22,7 +22,7 @@ class LoadWithoutBarrier(Rule):
         name="load-without-barrier",
         summary="A rank-0-guarded save followed by a load on every rank with no barrier between them.",
         severity="warning",
-        hint="call `dist.barrier()` between rank 0's save and the other ranks' load",
+        hint="call `dist.barrier()` (or the barrier of the framework that starts the processes) between rank 0's save and the other ranks' load",
         verifiable=True,
     )
     triggers = (("save",), ("load",), DISTRIBUTED_TRIGGERS)
@@ -61,7 +61,7 @@ class LoadWithoutBarrier(Rule):
                     self.report(
                         call,
                         f"every rank loads here, but only one rank saved at line {guarded_save[0].lineno} with no barrier "
-                        "between: the others can read a missing or half-written file; call `dist.barrier()` after the save",
+                        f"between: the others can read a missing or half-written file; call `{barrier_call(self.ctx)}` after the save",
                     )
                     guarded_save = None
 
