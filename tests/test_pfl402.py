@@ -268,6 +268,34 @@ CASES = {
                     self._run_epoch(epoch, self.train_loader)
                     self._run_epoch(epoch, self.test_loader)
     """,
+    "helper-that-iterates-called-for-evaluation-and-for-training": """
+        def batches(data):
+            return (batch for batch in DataLoader(data, sampler=DistributedSampler(data)))  # expect: PFL402
+        def validate(model):
+            for batch in batches(dataset):
+                model(batch)
+        def fit(model):
+            for batch in batches(dataset):
+                model(batch)
+        def main(model):
+            for epoch in range(2):
+                validate(model)
+                fit(model)
+    """,
+    "helper-that-iterates-called-for-evaluation-only": """
+        def batches(data, eval_set=False):
+            return (batch for batch in DataLoader(data, sampler=DistributedSampler(data)))
+        def pretrain_validation(model):
+            for batch in batches(dataset):
+                model(batch)
+        def run_test(model):
+            for batch in batches(dataset, eval_set=True):
+                model(batch)
+        def main(model):
+            for epoch in range(2):
+                pretrain_validation(model)
+                run_test(model)
+    """,
     "one-pass": """
         loader = DataLoader(dataset, sampler=DistributedSampler(dataset))
         for batch in loader:

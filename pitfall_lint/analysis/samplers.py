@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import bisect
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from pitfall_lint.analysis.ranks import ancestors_of
@@ -446,8 +446,11 @@ def iteration_sites(ctx: FileContext, use: ast.expr) -> ast.AST | None:
     return None
 
 
-def enclosing_loops(ctx: FileContext, node: ast.AST, _depth: int = 0) -> list[ast.For | ast.AsyncFor | ast.While]:
-    """The innermost loop around `node` in its function, or else around the calls of that function."""
+def enclosing_loops(
+    ctx: FileContext, node: ast.AST, follows: Callable[[ast.Call], bool] = lambda _: True, _depth: int = 0
+) -> list[ast.For | ast.AsyncFor | ast.While]:
+    """The innermost loop around `node` in its function, or else around the calls of that function that `follows`
+    accepts (a rule leaves out the calls made for evaluation, say)."""
     ancestors = ancestors_of(ctx, node)
     for ancestor in reversed(ancestors):
         if isinstance(ancestor, _LOOPS) and not _within(node, getattr(ancestor, "iter", None)):
@@ -457,7 +460,8 @@ def enclosing_loops(ctx: FileContext, node: ast.AST, _depth: int = 0) -> list[as
                 return []
             loops: list[ast.For | ast.AsyncFor | ast.While] = []
             for site in call_sites(ctx, ancestor):
-                loops.extend(enclosing_loops(ctx, site, _depth + 1))
+                if follows(site):
+                    loops.extend(enclosing_loops(ctx, site, follows, _depth + 1))
             return loops
     return []
 

@@ -126,7 +126,8 @@ class MissingSetEpoch(Rule):
         return says_evaluation(describe(names))
 
     def _evaluates(self, use: ast.expr) -> bool:
-        """An evaluation loader (`val_loader`), or one iterated in an evaluation function (`def evaluate`)."""
+        """An evaluation loader (`val_loader`), or one iterated in an evaluation function (`def evaluate`); for a call
+        that returns the loader, the call (`get_loader(eval_set=True)`) or a function that makes it."""
         function = enclosing_function(ancestors_of(self.ctx, use))
         names = [ast.unparse(use), function.name if function else ""]
         return says_evaluation(describe(names))
@@ -146,7 +147,7 @@ class MissingSetEpoch(Rule):
             site = iteration_sites(self.ctx, use)
             if site is None or self._evaluates(use) or self._inside_a_wrapper(use):
                 continue
-            for loop in enclosing_loops(self.ctx, site):
+            for loop in enclosing_loops(self.ctx, site, follows=lambda call: not self._evaluates(call)):
                 if _within(self.ctx, sampler, loop) and seed is not None and not isinstance(seed, ast.Constant):
                     continue  # rebuilt every epoch with a new seed
                 if _within(self.ctx, sampler, loop) and self._data_made_in(loop, sampler):
