@@ -116,6 +116,53 @@ CASES = {
             output_file = os.path.join(output_dir, weights_name)
             torch.save(state, output_file)
     """,
+    # A branch on a parameter runs for the calls that pass a literal of its truth, or anything else.
+    "branch-that-no-caller-takes": """
+        def save_progress(state, path, safe_serialization=False):
+            if safe_serialization:
+                pass
+            else:
+                torch.save(state, path)
+        save_progress({}, "a.pt", safe_serialization=True)
+        save_progress({}, "b.pt", True)
+    """,
+    "branch-that-one-caller-takes": """
+        def save_progress(state, path, safe_serialization=False):
+            if not safe_serialization:
+                torch.save(state, path)  # expect: PFL201
+        save_progress({}, "a.pt", safe_serialization=True)
+        save_progress({}, "b.pt", safe_serialization=0)
+    """,
+    "branch-that-a-caller-leaves-to-the-default": """
+        def save_progress(state, path, safe_serialization=False):
+            if safe_serialization:
+                pass
+            else:
+                torch.save(state, path)  # expect: PFL201
+        save_progress({}, "a.pt", safe_serialization=True)
+        save_progress({}, "b.pt")
+    """,
+    "branch-on-a-variable-passed": """
+        def save_progress(state, path, safe_serialization=False):
+            if not safe_serialization:
+                torch.save(state, path)  # expect: PFL201
+        save_progress({}, "a.pt", safe_serialization=os.environ.get("SAFE") == "1")
+    """,
+    "branch-on-a-parameter-the-function-assigns": """
+        def save_progress(state, path, safe_serialization=False):
+            safe_serialization = safe_serialization and path.endswith(".safetensors")
+            if not safe_serialization:
+                torch.save(state, path)  # expect: PFL201
+        save_progress({}, "a.pt", safe_serialization=True)
+    """,
+    "branch-after-a-spread-of-positional-arguments": """
+        def save_progress(state, path, safe_serialization=False):
+            if not safe_serialization:
+                torch.save(state, path)  # expect: PFL201
+        def resume(*head):
+            save_progress(*head, "a.pt", True)  # `resume()` passes True as the path
+        resume()
+    """,
     "local-function-named-save": """
         def save(obj, path):
             pass

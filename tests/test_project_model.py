@@ -411,6 +411,37 @@ def test_a_caller_that_passes_a_per_rank_path(tmp_path: Path) -> None:
     })
 
 
+SAVES_UNLESS_SAFE = (
+    "import torch\ndef save_progress(state, path, safe_serialization=False):\n    if safe_serialization:\n"
+    "        pass\n    else:\n        torch.save(state, path){mark}\n"
+)
+
+
+def test_a_branch_that_every_caller_in_another_file_skips(tmp_path: Path) -> None:
+    """diffusers' textual inversion shape: the helper saves with torch.save only when not told to use safetensors,
+    and every call, in the training script, passes `safe_serialization=True`. The answer holds in a cached result."""
+    import ast
+    import json
+
+    from pitfall_lint.project.model import ProjectModel, still_answered
+
+    train = DDP_TRAIN + "from helpers import save_progress\ndef end(state):\n    save_progress(state, 'a.pt', safe_serialization={flag})\n"
+    assert_project(tmp_path / "skipped", {"helpers.py": SAVES_UNLESS_SAFE.format(mark=""), "train.py": train.format(flag="True")})
+    assert_project(tmp_path / "taken", {
+        "helpers.py": SAVES_UNLESS_SAFE.format(mark="  # expect: PFL201"), "train.py": train.format(flag="False"),
+    })
+    root = tmp_path / "skipped"
+    files = [str(p) for p in root.glob("*.py")]
+    helpers = str(root / "helpers.py")
+    view = ProjectModel(str(root), files).view(helpers)
+    tree = ast.parse((root / "helpers.py").read_text())
+    function = tree.body[1]
+    assert view.every_rank_caller(function, [tree], ["1", "path"], [(["2", "safe_serialization"], False)]) is None
+    assert view.every_rank_caller(function, [tree], ["1", "path"]) == [str(root / "train.py"), 9]
+    cached = json.loads(json.dumps(view.questions()))
+    assert still_answered(ProjectModel(str(root), files), cached)
+
+
 WORKER = "def train(rank, world_size):\n    pass\n"
 SPAWNS = {
     "target-imported-from-a-package": {

@@ -335,6 +335,33 @@ def parameter_slots(expr: ast.AST, function: Function, ancestors: Sequence[ast.A
     return list(dict.fromkeys(slots))
 
 
+def parameter_branches(function: Function, node: ast.AST, ancestors: Sequence[ast.AST]) -> list[tuple[list[str], bool]]:
+    """[slots, truth] of each `if <parameter>:` (or `if not <parameter>:`) of the function that `node` runs under,
+    truth being what the parameter must be for `node` to run: `if safe: ... else: node` gives ([..., "safe"], False).
+    A parameter the function assigns to is left out: its value there is no longer the caller's."""
+    chain = [*ancestors[ancestors.index(function) + 1 :], node]
+    parameters = {a.arg for a in [*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs]}
+    found: list[tuple[list[str], bool]] = []
+    for parent, child in zip(chain, chain[1:]):
+        if not isinstance(parent, ast.If):
+            continue
+        test, truth = parent.test, True
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test, truth = test.operand, False
+        if not isinstance(test, ast.Name) or test.id not in parameters or _assigned_in(function, test.id):
+            continue
+        if position_in_block(parent, "orelse", child) is not None:
+            truth = not truth
+        elif position_in_block(parent, "body", child) is None:
+            continue  # the test itself
+        found.append((parameter_slots(test, function, ancestors[: ancestors.index(function)]), truth))
+    return found
+
+
+def _assigned_in(function: Function, name: str) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load) for n in ast.walk(function))
+
+
 def is_main_guard(test: ast.expr, equal: bool = True) -> bool:
     """`__name__ == "__main__"` (or, with equal=False, its negation)."""
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1):

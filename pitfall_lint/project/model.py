@@ -748,10 +748,15 @@ class ProjectModel:
 
         return self._memoised(("callers-restricted", path, name, depth), compute)  # type: ignore[return-value]
 
-    def every_rank_caller(self, path: str, name: str, slots: Sequence[str] = (), depth: int = 0) -> Evidence | None:
+    def every_rank_caller(
+        self, path: str, name: str, slots: Sequence[str] = (), branch: Sequence[Sequence] = (), depth: int = 0
+    ) -> Evidence | None:
         """A call, in code that sets up distributed training, that runs the function on every rank; else None.
         `slots`: the parameter (position, name) the function writes to: a call that passes a per-rank value there
-        gives every rank its own file."""
+        gives every rank its own file. `branch`: [slots, truth] of each parameter the write is in a branch on (`if
+        safe_serialization: ... else: torch.save(...)` is [["5", "safe_serialization"], False]): a call that passes
+        a literal of the other truth never reaches the write."""
+        branch = tuple((tuple(parameter), truth) for parameter, truth in branch)
 
         def compute() -> Evidence | None:
             for site_path, site in self._call_sites(path, name):
@@ -759,16 +764,19 @@ class ProjectModel:
                     continue
                 if any(slot in site.per_rank for slot in slots):
                     continue
+                literals = dict(site.constants)
+                if any(literals.get(slot, truth) != truth for parameter, truth in branch for slot in parameter):
+                    continue
                 summary = self.summary(site_path)
                 if summary is not None and summary.distributed:
                     return [self.display(site_path), site.line]
                 if site.caller and depth < _MAX_DEPTH:
-                    found = self.every_rank_caller(site_path, site.caller, (), depth + 1)
+                    found = self.every_rank_caller(site_path, site.caller, (), (), depth + 1)
                     if found is not None:
                         return found
             return None
 
-        return self._memoised(("every-rank-caller", path, name, tuple(slots), depth), compute)  # type: ignore[return-value]
+        return self._memoised(("every-rank-caller", path, name, tuple(slots), branch, depth), compute)  # type: ignore[return-value]
 
     def spawn_site(self, path: str, name: str) -> Evidence | None:
         """Where `torch.multiprocessing.spawn` (or start_processes) starts this function, if anywhere: its first
@@ -925,8 +933,12 @@ class ProjectView:
     def has_callers(self, function: Definition, ancestors: Sequence[ast.AST]) -> bool:
         return self._ask("has-callers", self.path, definition_name(function, ancestors))  # type: ignore[return-value]
 
-    def every_rank_caller(self, function: Definition, ancestors: Sequence[ast.AST], slots: Sequence[str] = ()) -> Evidence | None:
-        return self._ask("every-rank-caller", self.path, definition_name(function, ancestors), tuple(slots))  # type: ignore[return-value]
+    def every_rank_caller(
+        self, function: Definition, ancestors: Sequence[ast.AST], slots: Sequence[str] = (), branch: Sequence[Sequence] = ()
+    ) -> Evidence | None:
+        name = definition_name(function, ancestors)
+        branch = tuple((tuple(parameter), truth) for parameter, truth in branch)
+        return self._ask("every-rank-caller", self.path, name, tuple(slots), branch)  # type: ignore[return-value]
 
     def wrapper_checkpoint(self, name: str) -> Evidence | None:
         return self._ask("wrapper-checkpoint", name)  # type: ignore[return-value]

@@ -23,7 +23,7 @@ from pitfall_lint.analysis.wrappers import checkpoint_key, saved_wrapper_states
 from pitfall_lint.context import FileContext
 from pitfall_lint.traversal import Handler, traverse
 
-FORMAT = 6  # bump when a field changes: cached summaries of another format are computed afresh
+FORMAT = 7  # bump when a field changes: cached summaries of another format are computed afresh
 
 UNKNOWN = "?"  # a wrapped or returned module whose class cannot be told from the source
 _DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.data_parallel"})
@@ -70,6 +70,9 @@ class CallSite:
     line: int
     guarded: bool  # restricted to one rank by the caller's own code
     per_rank: tuple[str, ...] = ()  # the arguments (position or keyword) whose value differs from rank to rank
+    # The arguments given as literals (`safe_serialization=True`), each with its truth: a branch of the callee on
+    # that parameter that the literal does not take never runs for this call.
+    constants: tuple[tuple[str, bool], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +135,10 @@ class FileSummary:
             functions=pairs(functions),
             imports=pairs(imports),
             returns=pairs(returns),
-            calls=tuple(CallSite(caller, callee, line, guarded, tuple(per_rank)) for caller, callee, line, guarded, per_rank in calls),
+            calls=tuple(
+                CallSite(caller, callee, line, guarded, tuple(per_rank), pairs(constants))
+                for caller, callee, line, guarded, per_rank, constants in calls
+            ),
             wraps=tuple(WrapSite(*w[:-1], pairs(w[-1])) for w in wraps),
             distributed=pairs(distributed),
             spawns=pairs(spawns),
@@ -411,12 +417,19 @@ class _Builder:
         callee = reader.callee_ref(node.func, ancestors, qualified or None) if isinstance(node.func, (ast.Name, ast.Attribute)) else None
         if callee is None:
             return
+        arguments = [*((str(i), a) for i, a in enumerate(node.args)), *((k.arg, k.value) for k in node.keywords if k.arg)]
         per_rank = tuple(
-            slot
-            for slot, argument in [*((str(i), a) for i, a in enumerate(node.args)), *((k.arg, k.value) for k in node.keywords if k.arg)]
-            if self._path_like(argument, ancestors) and depends_on_rank(ctx, argument, ancestors)
+            slot for slot, argument in arguments if self._path_like(argument, ancestors) and depends_on_rank(ctx, argument, ancestors)
         )
-        self.calls.append(CallSite(caller, callee, node.lineno, is_locally_restricted(ctx, node, ancestors), per_rank))
+        # Positions after a `*args` are not the parameters' own.
+        spread = next((i for i, a in enumerate(node.args) if isinstance(a, ast.Starred)), len(node.args))
+        constants = tuple(
+            (slot, bool(argument.value))
+            for slot, argument in arguments
+            if isinstance(argument, ast.Constant) and not (slot.isdigit() and int(slot) >= spread)
+        )
+        restricted = is_locally_restricted(ctx, node, ancestors)
+        self.calls.append(CallSite(caller, callee, node.lineno, restricted, per_rank, constants))
         owner = _owner_class(ancestors)
         if owner is not None and not callee.startswith("*."):
             self.classes[id(owner[1])][2].append(callee)

@@ -8,7 +8,7 @@ from pitfall_lint.analysis.distributed import sets_up_distributed
 from pitfall_lint.analysis.evidence import cite
 from pitfall_lint.analysis.ranks import is_locally_restricted
 from pitfall_lint.analysis.buffers import writes_per_process
-from pitfall_lint.analysis.scopes import bindings, enclosing_function, parameter_slots
+from pitfall_lint.analysis.scopes import bindings, enclosing_function, parameter_branches, parameter_slots
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import Related, RuleInfo
 from pitfall_lint.rules.base import Rule
@@ -65,7 +65,8 @@ class UnguardedTorchSave(Rule):
                 # caller that passes a per-rank path into the parameter the path comes from is no collision).
                 owner = ancestors[: ancestors.index(function)]
                 slots = parameter_slots(path, function, owner) if path is not None else []
-                caller = self.ctx.project.every_rank_caller(function, ancestors, slots)
+                branch = parameter_branches(function, call, ancestors)  # a call that passes a literal skipping it
+                caller = self.ctx.project.every_rank_caller(function, ancestors, slots, branch)
                 if caller is None:
                     continue
                 where, related = cite(self.ctx, caller, "called on every rank")
