@@ -229,6 +229,17 @@ FRAMEWORKS = {
                 state = model.state_dict()  # expect: PFL207
                 state = get_model_state_dict(model)  # expect: PFL207
     """,
+    "state-read-on-rank-zero-before-the-model-is-sharded": """
+        from torch.distributed._composable.fsdp import fully_shard
+        from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
+        def prepare(model):
+            full_state = {}
+            if rank == 0:
+                full_state = get_model_state_dict(model)
+                set_model_state_dict(model, full_state)  # expect: PFL207
+            fully_shard(model)
+            return full_state
+    """,
     "deepspeed-save-checkpoint": """
         import deepspeed
         def save(model_engine):

@@ -10,7 +10,7 @@ import ast
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pitfall_lint.analysis.scopes import statements_in
+from pitfall_lint.analysis.scopes import enclosing_function, statements_in
 from pitfall_lint.analysis.wrappers import holds_wrapper
 from pitfall_lint.context import FileContext
 
@@ -28,6 +28,14 @@ TORCH_COLLECTIVES = frozenset(
 )
 _TORCH_PREFIXES = ("torch.distributed.", "torch.distributed.nn.functional.", "torch.distributed.nn.")
 
+# The state_dict readers, which gather only the shards of a sharded model (the setters may broadcast in any case).
+_SHARD_GATHERERS = frozenset(
+    {
+        "torch.distributed.checkpoint.state_dict.get_model_state_dict",
+        "torch.distributed.checkpoint.state_dict.get_optimizer_state_dict",
+        "torch.distributed.checkpoint.state_dict.get_state_dict",
+    }
+)
 # Functions, by qualified name, that run collectives inside.
 _FUNCTIONS: dict[str, str] = {
     # Distributed checkpoints: "save_state_dict uses collectives to coordinate writes across ranks" (docstring of
@@ -43,9 +51,7 @@ _FUNCTIONS: dict[str, str] = {
     ),
     **dict.fromkeys(
         (
-            "torch.distributed.checkpoint.state_dict.get_model_state_dict",
-            "torch.distributed.checkpoint.state_dict.get_optimizer_state_dict",
-            "torch.distributed.checkpoint.state_dict.get_state_dict",
+            *_SHARD_GATHERERS,
             "torch.distributed.checkpoint.state_dict.set_model_state_dict",
             "torch.distributed.checkpoint.state_dict.set_optimizer_state_dict",
             "torch.distributed.checkpoint.state_dict.set_state_dict",
@@ -185,6 +191,8 @@ def collective_call(ctx: FileContext, call: ast.Call, ancestors: Sequence[ast.AS
     if operation in TORCH_COLLECTIVES and qualified.startswith(_TORCH_PREFIXES):
         return operation, f"`{ast.unparse(func)}`"
     if qualified in _FUNCTIONS:
+        if qualified in _SHARD_GATHERERS and _sharded_afterwards(ctx, call, ancestors):
+            return None
         return operation, f"`{ast.unparse(func)}`, {_FUNCTIONS[qualified]}"
     if not isinstance(func, ast.Attribute):
         return _wrapper_forward(ctx, call, ancestors)
@@ -203,6 +211,24 @@ def collective_call(ctx: FileContext, call: ast.Call, ancestors: Sequence[ast.AS
         ):
             return method, f"`{ast.unparse(func)}`, {entry.what}"
     return None
+
+
+def _sharded_afterwards(ctx: FileContext, call: ast.Call, ancestors: Sequence[ast.AST]) -> bool:
+    """The model is sharded later in the same code (`fully_shard(model)`, `FSDP(model)`, composer's
+    `prepare_fully_shard(model, ...)` after rank 0 read the state to broadcast): at this call it is whole, and
+    its state_dict gathers nothing (torch gathers only DTensor and ShardedTensor values: `_gather_state_dict` in
+    torch/distributed/_state_dict_utils.py)."""
+    model = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "model"), None)
+    if not isinstance(model, ast.Name):
+        return False
+    for node in ast.walk(enclosing_function(ancestors) or ctx.tree):
+        if isinstance(node, ast.Call) and node.lineno > call.lineno and node.args and isinstance(node.args[0], ast.Name):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            shards = "fully_shard" in name.lower() or ctx.qualified_name(func, ancestors) in _FSDP
+            if shards and node.args[0].id == model.id:
+                return True
+    return False
 
 
 def collective_property(ctx: FileContext, node: ast.Attribute) -> tuple[str, str] | None:
