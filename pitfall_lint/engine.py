@@ -38,7 +38,15 @@ def _parse_error(path: str, message: str, line: int = 1, column: int = 1) -> Fil
 def _in_cells(diagnostic: Diagnostic, notebook: NotebookSource) -> Diagnostic:
     cell, line = notebook.origin(diagnostic.line)
     end_cell, end_line = notebook.origin(diagnostic.end_line)
-    return replace(diagnostic, cell=cell, line=line, end_line=end_line if end_cell == cell else line)
+    same_cell = end_cell == cell
+    return replace(
+        diagnostic,
+        cell=cell,
+        line=line,
+        column=diagnostic.column + notebook.dedent(diagnostic.line),
+        end_line=end_line if same_cell else line,
+        end_column=diagnostic.end_column + notebook.dedent(diagnostic.end_line) if same_cell else diagnostic.end_column,
+    )
 
 
 def _describe_internal_error(error: Exception) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import bisect
 import json
 import re
@@ -21,15 +22,64 @@ class NotebookSource:
     text: str
     # For each line of `text` (0-based): the 1-based cell number and the 1-based line in that cell.
     origins: tuple[tuple[int, int], ...]
+    # For each line: the characters of indentation taken off it, as IPython does when a cell's first line is
+    # indented (`leading_indent` in IPython/core/inputtransformer2.py).
+    dedents: tuple[int, ...] = ()
 
     def origin(self, line: int) -> tuple[int, int]:
         return self.origins[min(max(line, 1), len(self.origins)) - 1] if self.origins else (1, line)
 
+    def dedent(self, line: int) -> int:
+        return self.dedents[min(max(line, 1), len(self.dedents)) - 1] if self.dedents else 0
+
+
+# `files = !ls`, `result = %timeit -o f()`: IPython assigns a shell command's or a magic's output.
+_ASSIGNED_MAGIC = re.compile(r"\s*[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*\s*=\s*[!%]")
+# Magics and shell aliases IPython runs without their `%` (automagic): `pip install x`, `ls data/`.
+_AUTOMAGIC = re.compile(r"\s*(?:pip|conda|mamba|cd|ls|cat|cp|mv|rm|rmdir|mkdir)\s")
+
 
 def _is_magic(line: str) -> bool:
-    """IPython's `%magic`, `!shell` and `?help` lines are not Python: they become comments."""
+    """IPython's `%magic`, `!shell` and `?help` lines, assignments of their output, and magics without their `%`
+    where the line is no Python: not Python."""
     stripped = line.lstrip()
-    return stripped.startswith(("%", "!", "?")) or stripped.endswith("?") and not stripped.startswith("#")
+    return (
+        stripped.startswith(("%", "!", "?"))
+        or stripped.endswith("?") and not stripped.startswith("#")
+        or _ASSIGNED_MAGIC.match(line) is not None
+        or _AUTOMAGIC.match(line) is not None and not _compiles(stripped)
+    )
+
+
+def _compiles(statement: str) -> bool:
+    try:
+        compile(statement, "<cell>", "exec", ast.PyCF_ONLY_AST)
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
+def _as_python(source: str) -> Iterator[tuple[str, int]]:
+    """Each line of a code cell as Python, with the indentation taken off it. As IPython reads a cell: an indented
+    first line takes its indentation off every line; a cell magic's cell is not Python (`%%bash`), its lines
+    comments; a magic line is a statement where IPython runs it (`if IN_COLAB:\n    !pip install x`), `pass` at its
+    indentation; a line a magic goes on in, after a backslash (`!python x.py \\`), is a comment; a line Python goes
+    on in is Python (`"%s" \\` then `% x`)."""
+    cell_lines = source.splitlines()
+    first = next((line for line in cell_lines if line.strip()), "")
+    indent = first[: len(first) - len(first.lstrip(" \t"))]
+    cell_magic = source.lstrip().startswith("%%")
+    magic_continues = python_continues = False
+    for line in cell_lines:
+        dedent = len(indent) if indent and line.startswith(indent) else 0
+        line = line[dedent:]
+        magic = cell_magic or magic_continues or not python_continues and _is_magic(line)
+        if magic and not (cell_magic or magic_continues):
+            stripped = line.lstrip()
+            yield f"{line[: len(line) - len(stripped)]}pass  # {stripped}", dedent
+        else:
+            yield (f"# {line}" if magic else line), dedent
+        magic_continues, python_continues = magic and line.endswith("\\"), not magic and line.endswith("\\")
 
 
 def read_notebook(data: bytes) -> NotebookSource:
@@ -42,6 +92,7 @@ def read_notebook(data: bytes) -> NotebookSource:
         raise NotebookError("not a notebook: no list of cells")
     lines: list[str] = []
     origins: list[tuple[int, int]] = []
+    dedents: list[int] = []
     for number, cell in enumerate(cells, start=1):
         if not isinstance(cell, dict):
             raise NotebookError(f"not a notebook: cell {number} is not an object")
@@ -52,11 +103,11 @@ def read_notebook(data: bytes) -> NotebookSource:
             source = "".join(source)
         if not isinstance(source, str):
             raise NotebookError(f"not a notebook: cell {number} has no text source")
-        cell_magic = source.lstrip().startswith("%%")
-        for line_number, line in enumerate(source.splitlines(), start=1):
-            lines.append(f"# {line}" if cell_magic or _is_magic(line) else line)
+        for line_number, (line, dedent) in enumerate(_as_python(source), start=1):
+            lines.append(line)
             origins.append((number, line_number))
-    return NotebookSource("\n".join(lines) + "\n", tuple(origins))
+            dedents.append(dedent)
+    return NotebookSource("\n".join(lines) + "\n", tuple(origins), tuple(dedents))
 
 
 class _Scanner:

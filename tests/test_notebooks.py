@@ -70,6 +70,9 @@ SPAWN_CELLS = ("import torch.multiprocessing as mp\n", "def work(rank):\n    pas
         ((*SPAWN_CELLS, "mp.spawn(work, nprocs=2)\n"), {("PFL308", 3, 1)}),
         ((*SPAWN_CELLS, "%%time\nmp.spawn(work, nprocs=2)\n"), set()),  # a cell magic: the cell is not Python
         ((*SPAWN_CELLS, "!nvidia-smi\n%env X=1\nmp.spawn(work, nprocs=2)\n"), {("PFL308", 3, 3)}),
+        # A shell command continued over several lines, and the output of a command or a magic assigned.
+        ((*SPAWN_CELLS, "! python prepare.py --data_dir data \\\n      --split train \\\n      --out data\nmp.spawn(work, nprocs=2)\n"), {("PFL308", 3, 4)}),
+        ((*SPAWN_CELLS, "files = !ls data\nresult, other = %timeit -o sum(files)\nmp.spawn(work, nprocs=2)\n"), {("PFL308", 3, 3)}),
         ((*SPAWN_CELLS, "mp.start_processes(work, nprocs=2, start_method='fork')\n"), set()),
         ((*SPAWN_CELLS, "from workers import train\nmp.spawn(train, nprocs=2)\n"), set()),
         ((*SPAWN_CELLS, "mp.spawn(work, nprocs=2)  # noqa: PFL308\n"), set()),
@@ -103,6 +106,33 @@ def test_malformed_notebook_is_pfl000(data: bytes, reason: str) -> None:
     (diagnostic,) = Engine(all_rules()).check_source("broken.ipynb", data).diagnostics
     assert (diagnostic.code, diagnostic.line) == ("PFL000", 1)
     assert reason in diagnostic.message
+
+
+@pytest.mark.parametrize(
+    "cell",
+    [
+        "if IN_COLAB:\n    !pip install torch\n    %env X=1\n",  # a magic is a statement of its block
+        "message = 'parameters %s are left' \\\n    % (left,)\n",  # a `%` that Python goes on in is Python
+        "pip install sagemaker awscli\nls ./embeddings/\n",  # magics IPython runs without their `%`
+        "    model = train()\n    result = !ls\n",  # an indented first line: IPython dedents the cell
+    ],
+)
+def test_ipython_cells_are_read_as_ipython_reads_them(cell: str) -> None:
+    """The notebook parses (no PFL000), so its spawn is found."""
+    cells = (*reversed(SPAWN_CELLS), cell, "mp.spawn(work, nprocs=2)\n")  # the cell before ends at the top level
+    assert reported("nb.ipynb", notebook(*cells)) == {("PFL308", 4, 1)}
+
+
+def test_a_name_of_a_magic_used_as_python_stays_python() -> None:
+    """`ls = ...` and `cd(path)` are Python: IPython runs them as Python, and so they are checked."""
+    cell = "import torch.multiprocessing as mp\nls = ['a']\ncd = lambda p: p\ndef work(rank):\n    pass\nmp.spawn(work, nprocs=2)\n"
+    assert reported("nb.ipynb", notebook(cell)) == {("PFL308", 1, 6)}
+
+
+def test_columns_in_an_indented_cell_are_those_of_the_cell() -> None:
+    data = notebook("def work(rank):\n    pass\nimport torch.multiprocessing as mp\n", "    mp.spawn(work, nprocs=2)\n")
+    (diagnostic,) = Engine(all_rules()).check_source("nb.ipynb", data).diagnostics
+    assert (diagnostic.code, diagnostic.cell, diagnostic.line, diagnostic.column, diagnostic.end_column) == ("PFL308", 2, 1, 5, 29)
 
 
 def test_notebook_with_a_syntax_error_names_the_cell() -> None:
