@@ -5,7 +5,14 @@ from __future__ import annotations
 import ast
 from collections.abc import Sequence
 
-from pitfall_lint.analysis.scopes import enclosing_class, enclosing_function, enclosing_method, module_assignments, self_name
+from pitfall_lint.analysis.scopes import (
+    enclosing_class,
+    enclosing_function,
+    enclosing_method,
+    module_assignments,
+    self_name,
+    statements_in,
+)
 from pitfall_lint.analysis.training import reaching_value, stored_names, walk_same_scope
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
@@ -105,11 +112,35 @@ class SoftmaxBeforeCrossEntropy(Rule):
 
     def _loss_kind(self, call: ast.Call, ancestors: Sequence[ast.AST]) -> str | None:
         func = call.func
-        qualified = self.ctx.qualified_name(func, ancestors)
+        qualified = self.ctx.qualified_name(func)  # the node being visited: resolved once for every rule
         if qualified in _FUNCTIONAL_LOSSES:
             return _FUNCTIONAL_LOSSES[qualified]
+        if not self._may_hold_a_loss(func):
+            return None  # the cheap look first: most calls are of something no loss was ever assigned to
         constructed = self._constructed_class(func, ancestors, _LOSS_CLASSES)
         return _LOSS_CLASSES[constructed] if constructed else None
+
+    def _may_hold_a_loss(self, func: ast.expr) -> bool:
+        """Whether the callee is built in place or named like a target that some `x = nn.CrossEntropyLoss()` or
+        `self.loss = nn.NLLLoss()` of the file assigns: the only values `_constructed_class` can find a loss in."""
+        if isinstance(func, ast.Call):
+            return True
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+        return name is not None and name in self._loss_holders()
+
+    def _loss_holders(self) -> set[str]:
+        key = ("pfl502-loss-holders",)
+        if key not in self.ctx.memo:
+            self.ctx.memo[key] = {
+                target.id if isinstance(target, ast.Name) else target.attr
+                for node in statements_in(self.ctx.tree)
+                if isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Call)
+                and _torch_nn_class(self.ctx.qualified_name(node.value.func, []), _LOSS_CLASSES)
+                for target in node.targets
+                if isinstance(target, (ast.Name, ast.Attribute))
+            }
+        return self.ctx.memo[key]  # type: ignore[return-value]
 
     def _constructed_class(
         self, func: ast.expr, ancestors: Sequence[ast.AST], classes: dict[str, str] | frozenset[str]
