@@ -31,6 +31,8 @@ LOADER_SAMPLER_POSITIONS = {"sampler": 3, "batch_sampler": 4}
 SAMPLER_POSITIONS = {"dataset": 0, "num_replicas": 1, "rank": 2, "shuffle": 3, "seed": 4, "drop_last": 5}
 
 _FRAMEWORK_ROOTS = ("lightning", "pytorch_lightning", "lightning_fabric")
+_FRAMEWORK_ROOT_BYTES = tuple(root.encode() for root in _FRAMEWORK_ROOTS)
+_PREPARE = re.compile(rb"\bprepare\b")  # `accelerator.prepare(...)`, not `prepare_model_for_kbit_training`
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _MAX_DEPTH = 3
 
@@ -73,7 +75,10 @@ def uses_loader_framework(ctx: FileContext) -> bool:
     key = ("uses-loader-framework",)
     if key not in ctx.memo:
         found = False
-        for node in ast.walk(ctx.tree):
+        data = ctx.text.data
+        # The cheap look first (source that is not ASCII is not judged: NFKC can spell the names otherwise).
+        named = not data.isascii() or _PREPARE.search(data) is not None or any(root in data for root in _FRAMEWORK_ROOT_BYTES)
+        for node in ast.walk(ctx.tree) if named else ():
             if isinstance(node, ast.Import):
                 found = any(a.name.partition(".")[0] in _FRAMEWORK_ROOTS for a in node.names)
             elif isinstance(node, ast.ImportFrom):

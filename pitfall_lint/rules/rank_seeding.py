@@ -14,7 +14,7 @@ from pitfall_lint.analysis.samplers import (
     call_argument,
     uses_loader_framework,
 )
-from pitfall_lint.analysis.scopes import enclosing_function, local_value, module_assignments
+from pitfall_lint.analysis.scopes import enclosing_function, local_value, module_assignments, statements_in
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import Rule
@@ -79,17 +79,26 @@ class RankSeeding(Rule):
 
     def _augments_at_random(self) -> bool:
         """A torchvision Random* transform (or another random policy) is used in this file."""
+        imports = [node for node in statements_in(self.ctx.tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
+        for node in imports:
+            module = node.module if isinstance(node, ast.ImportFrom) else None
+            names = [module or ""] if module else [a.name for a in node.names]
+            if any(n.startswith(_AUGMENTATION_MODULES[:2]) for n in names):
+                return True
+        data = self.ctx.text.data  # every name of torchvision's transforms resolves through an import of it
+        if data.isascii() and b"torchvision" not in data:
+            return False
+        aliases = {alias.asname for node in imports for alias in node.names if alias.asname}
         for node in ast.walk(self.ctx.tree):
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                module = node.module if isinstance(node, ast.ImportFrom) else None
-                names = [module or ""] if module else [a.name for a in node.names]
-                if any(n.startswith(_AUGMENTATION_MODULES[:2]) for n in names):
-                    return True
-            elif isinstance(node, ast.Call):
-                qualified = self.ctx.qualified_name(node.func, ancestors_of(self.ctx, node)) or ""
-                head, _, last = qualified.rpartition(".")
-                if head.startswith(_AUGMENTATION_MODULES[2]) and (last.startswith("Random") or last in _RANDOM_TRANSFORMS):
-                    return True
+            if not isinstance(node, ast.Call):
+                continue
+            spelled = _call_name(node)
+            if not (spelled.startswith("Random") or spelled in _RANDOM_TRANSFORMS or spelled in aliases):
+                continue  # the cheap look first: the transform's own name, or an alias an import gave it
+            qualified = self.ctx.qualified_name(node.func, ancestors_of(self.ctx, node)) or ""
+            head, _, last = qualified.rpartition(".")
+            if head.startswith(_AUGMENTATION_MODULES[2]) and (last.startswith("Random") or last in _RANDOM_TRANSFORMS):
+                return True
         return False
 
     def _shares_data_across_ranks(self) -> bool:
