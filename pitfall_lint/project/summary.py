@@ -417,15 +417,17 @@ class _Builder:
         callee = reader.callee_ref(node.func, ancestors, qualified or None) if isinstance(node.func, (ast.Name, ast.Attribute)) else None
         if callee is None:
             return
-        arguments = [*((str(i), a) for i, a in enumerate(node.args)), *((k.arg, k.value) for k in node.keywords if k.arg)]
+        passed: list[tuple[str, ast.expr]] = [
+            *((str(i), a) for i, a in enumerate(node.args)), *((k.arg, k.value) for k in node.keywords if k.arg)
+        ]
         per_rank = tuple(
-            slot for slot, argument in arguments if self._path_like(argument, ancestors) and depends_on_rank(ctx, argument, ancestors)
+            slot for slot, argument in passed if self._path_like(argument, ancestors) and depends_on_rank(ctx, argument, ancestors)
         )
         # Positions after a `*args` are not the parameters' own.
         spread = next((i for i, a in enumerate(node.args) if isinstance(a, ast.Starred)), len(node.args))
         constants = tuple(
             (slot, bool(argument.value))
-            for slot, argument in arguments
+            for slot, argument in passed
             if isinstance(argument, ast.Constant) and not (slot.isdigit() and int(slot) >= spread)
         )
         restricted = is_locally_restricted(ctx, node, ancestors)

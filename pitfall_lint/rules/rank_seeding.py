@@ -79,16 +79,16 @@ class RankSeeding(Rule):
 
     def _augments_at_random(self) -> bool:
         """A torchvision Random* transform (or another random policy) is used in this file."""
-        imports = [node for node in statements_in(self.ctx.tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
-        for node in imports:
-            module = node.module if isinstance(node, ast.ImportFrom) else None
-            names = [module or ""] if module else [a.name for a in node.names]
+        imports = [s for s in statements_in(self.ctx.tree) if isinstance(s, (ast.Import, ast.ImportFrom))]
+        for statement in imports:
+            module = statement.module if isinstance(statement, ast.ImportFrom) else None
+            names = [module or ""] if module else [a.name for a in statement.names]
             if any(n.startswith(_AUGMENTATION_MODULES[:2]) for n in names):
                 return True
         data = self.ctx.text.data  # every name of torchvision's transforms resolves through an import of it
         if data.isascii() and b"torchvision" not in data:
             return False
-        aliases = {alias.asname for node in imports for alias in node.names if alias.asname}
+        aliases = {alias.asname for statement in imports for alias in statement.names if alias.asname}
         for node in ast.walk(self.ctx.tree):
             if not isinstance(node, ast.Call):
                 continue
