@@ -7,6 +7,7 @@ import bisect
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
@@ -342,7 +343,7 @@ def parameter_branches(function: Function, node: ast.AST, ancestors: Sequence[as
     chain = [*ancestors[ancestors.index(function) + 1 :], node]
     parameters = {a.arg for a in [*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs]}
     found: list[tuple[list[str], bool]] = []
-    for parent, child in zip(chain, chain[1:]):
+    for parent, child in pairwise(chain):
         if not isinstance(parent, ast.If):
             continue
         test, truth = parent.test, True

@@ -756,7 +756,7 @@ class ProjectModel:
         gives every rank its own file. `branch`: [slots, truth] of each parameter the write is in a branch on (`if
         safe_serialization: ... else: torch.save(...)` is [["5", "safe_serialization"], False]): a call that passes
         a literal of the other truth never reaches the write."""
-        branch = tuple((tuple(parameter), truth) for parameter, truth in branch)
+        branch = _frozen_branch(branch)
 
         def compute() -> Evidence | None:
             for site_path, site in self._call_sites(path, name):
@@ -871,6 +871,11 @@ _QUESTIONS = {
 Question = tuple[str, tuple, object]  # (question, arguments, answer)
 
 
+def _frozen_branch(branch: Sequence[Sequence]) -> tuple[tuple[tuple[str, ...], bool], ...]:
+    """every_rank_caller's `branch` as a key: as a rule gives it, or as a cached question read back from JSON."""
+    return tuple((tuple(parameter), truth) for parameter, truth in branch)
+
+
 class ProjectView:
     """One file's window on the project: questions about its own definitions, each answer recorded."""
 
@@ -937,8 +942,7 @@ class ProjectView:
         self, function: Definition, ancestors: Sequence[ast.AST], slots: Sequence[str] = (), branch: Sequence[Sequence] = ()
     ) -> Evidence | None:
         name = definition_name(function, ancestors)
-        branch = tuple((tuple(parameter), truth) for parameter, truth in branch)
-        return self._ask("every-rank-caller", self.path, name, tuple(slots), branch)  # type: ignore[return-value]
+        return self._ask("every-rank-caller", self.path, name, tuple(slots), _frozen_branch(branch))  # type: ignore[return-value]
 
     def wrapper_checkpoint(self, name: str) -> Evidence | None:
         return self._ask("wrapper-checkpoint", name)  # type: ignore[return-value]
