@@ -54,7 +54,7 @@ def _is_magic(line: str) -> bool:
 def _compiles(statement: str) -> bool:
     try:
         compile(statement, "<cell>", "exec", ast.PyCF_ONLY_AST)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, MemoryError, RecursionError):  # a line nested past the parser's depth too
         return False
     return True
 

@@ -123,6 +123,12 @@ def test_ipython_cells_are_read_as_ipython_reads_them(cell: str) -> None:
     assert reported("nb.ipynb", notebook(*cells)) == {("PFL308", 4, 1)}
 
 
+def test_a_magic_line_too_deep_for_the_parser_is_a_magic_not_a_crash() -> None:
+    """`compile` gives up on it with a MemoryError: no Python, so IPython's automagic, as any line that fails."""
+    cell = "import torch.multiprocessing as mp\ndef work(rank):\n    pass\npip " + "-" * 200_000 + "x\nmp.spawn(work, nprocs=2)\n"
+    assert reported("nb.ipynb", notebook(cell)) == {("PFL308", 1, 5)}
+
+
 def test_a_name_of_a_magic_used_as_python_stays_python() -> None:
     """`ls = ...` and `cd(path)` are Python: IPython runs them as Python, and so they are checked."""
     cell = "import torch.multiprocessing as mp\nls = ['a']\ncd = lambda p: p\ndef work(rank):\n    pass\nmp.spawn(work, nprocs=2)\n"
