@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import total_ordering
 from typing import Literal
 
 Severity = Literal["error", "warning", "info"]
@@ -43,7 +44,8 @@ class Related:
     message: str  # "wrapped by nn.DataParallel", "called on every rank"
 
 
-@dataclass(frozen=True, slots=True, order=True)
+@total_ordering
+@dataclass(frozen=True, slots=True)
 class Diagnostic:
     """One finding. Lines and columns are 1-based; columns count characters, as editors do."""
 
@@ -60,6 +62,16 @@ class Diagnostic:
     # Set when the rule could work out a rewrite; not part of the finding's identity.
     fix: FixPlan | None = field(default=None, compare=False)
     related: tuple[Related, ...] = field(default=(), compare=False)
+
+    def __lt__(self, other: Diagnostic) -> bool:
+        return self._order() < other._order()
+
+    def _order(self) -> tuple[object, ...]:
+        """As a reader goes through a file: in a notebook cell by cell, then line by line (line counts within a cell)."""
+        return (
+            self.path, self.cell is not None, self.cell or 0, self.line, self.column, self.code,
+            self.name, self.end_line, self.end_column, self.severity, self.message,
+        )
 
 
 PARSE_ERROR = RuleInfo(
