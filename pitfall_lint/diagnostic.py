@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from functools import total_ordering
 from typing import Literal
 
+from pitfall_lint.notebook import NOTEBOOK_SUFFIX
+
 Severity = Literal["error", "warning", "info"]
 # Ruff's model: a safe fix keeps what the code means; an unsafe one may change behaviour beyond the pitfall.
 Applicability = Literal["safe", "unsafe"]
@@ -72,6 +74,19 @@ class Diagnostic:
             self.path, self.cell is not None, self.cell or 0, self.line, self.column, self.code,
             self.name, self.end_line, self.end_column, self.severity, self.message,
         )
+
+
+def available_fix(diagnostic: Diagnostic, rule: RuleInfo | None) -> Applicability | None:
+    """How safely `check --fix` can rewrite this finding; None when it cannot: the rule has no fixer or worked out
+    no rewrite here, or the finding is in a notebook, which fixing never rewrites."""
+    if rule is None or diagnostic.fix is None or diagnostic.path.endswith(NOTEBOOK_SUFFIX):
+        return None
+    return rule.fix
+
+
+def applies(fix: Applicability | None, unsafe: bool) -> bool:
+    """Whether a fix of this kind is made: safe ones always, unsafe ones only with `--unsafe-fixes`."""
+    return fix == "safe" or (unsafe and fix == "unsafe")
 
 
 PARSE_ERROR = RuleInfo(

@@ -15,7 +15,7 @@ from functools import cache
 
 import libcst as cst
 
-from pitfall_lint.diagnostic import Applicability, Diagnostic
+from pitfall_lint.diagnostic import Diagnostic, applies
 from pitfall_lint.engine import Engine
 from pitfall_lint.project.model import ProjectModel
 from pitfall_lint.fix.base import Fixer, Located
@@ -39,8 +39,7 @@ class FixedSource:
 
 def allowed(rules: Iterable[type[Rule]], unsafe: bool) -> frozenset[str]:
     """The codes whose fixes may be applied: the safe ones, and with `unsafe` the others too."""
-    kinds: set[Applicability] = {"safe", "unsafe"} if unsafe else {"safe"}
-    return frozenset(r.info.code for r in rules if r.info.fix in kinds)
+    return frozenset(r.info.code for r in rules if applies(r.info.fix, unsafe))
 
 
 def _parses(data: bytes, path: str) -> bool:
