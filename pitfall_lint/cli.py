@@ -171,7 +171,8 @@ def check(
     infos = [PARSE_ERROR, *(rule.info for rule in rules)]
     color = output_file is None and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     report = Report(
-        diagnostics, infos, len(files), show_source=show_source, color=color, statistics=statistics, hidden_by_baseline=hidden
+        diagnostics, infos, len(files), show_source=show_source, color=color, statistics=statistics,
+        hidden_by_baseline=hidden, unsafe_fixes=unsafe_fixes,
     )
     if output_file:
         try:

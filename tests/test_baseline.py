@@ -81,7 +81,10 @@ def test_paths_are_relative_to_the_baseline_so_any_working_folder_keeps_it(proje
     (project / "pkg" / "train.py").write_text(SETUP + "torch.save({}, 'old.pt')\ntorch.save({}, 'new.pt')\n")
     text = CliRunner().invoke(main, ["check", "--no-cache", "--baseline", "../baseline.json"], catch_exceptions=False)
     assert text.exit_code == 1
-    assert text.stdout.splitlines()[-1] == "Found 1 diagnostic in 1 of 2 files checked; 3 findings hidden by the baseline."
+    assert text.stdout.splitlines()[-2:] == [
+        "Found 1 diagnostic in 1 of 2 files checked; 3 findings hidden by the baseline.",
+        "1 unsafe fix available with `--fix --unsafe-fixes`.",
+    ]
 
 
 def test_a_format_1_baseline_is_still_read_relative_to_the_working_folder(project: Path) -> None:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TextIO
 
-from pitfall_lint.diagnostic import Diagnostic, RuleInfo
+from pitfall_lint.diagnostic import Applicability, Diagnostic, RuleInfo, applies, available_fix
 from pitfall_lint.notebook import NotebookError, file_lines
 
 
@@ -20,6 +21,22 @@ class Report:
     color: bool = False
     statistics: bool = False
     hidden_by_baseline: int = 0  # findings left out because the baseline knows them; said in the text summary
+    unsafe_fixes: bool = False  # `--unsafe-fixes`: the unsafe fixes are made too, so they count as fixable
+
+    @cached_property
+    def rule_of(self) -> dict[str, RuleInfo]:
+        return {rule.code: rule for rule in self.rules}
+
+    def available_fix(self, d: Diagnostic) -> Applicability | None:
+        return available_fix(d, self.rule_of.get(d.code))
+
+    def fixable(self, d: Diagnostic) -> bool:
+        """Whether `check --fix` (with this run's `--unsafe-fixes`) would fix it: Ruff's `[*]`."""
+        return applies(self.available_fix(d), self.unsafe_fixes)
+
+    def held_back_fixes(self) -> int:
+        """The fixes that exist but that only `--unsafe-fixes` would make."""
+        return sum(fix is not None and not applies(fix, self.unsafe_fixes) for fix in map(self.available_fix, self.diagnostics))
 
 
 Writer = Callable[[Report, TextIO], None]

@@ -41,6 +41,23 @@ def _source(d: Diagnostic, hint: str, color: bool) -> list[str]:
     return [*shown, ""]
 
 
+def _fix_mark(color: bool) -> str:
+    """Ruff's `[*]`: `--fix` would fix it."""
+    return f"[{_style('*', color, fg='cyan')}]"
+
+
+def _fixes_summary(report: Report) -> str:
+    """Ruff's line under the count: how many `--fix` would fix, and how many more only with `--unsafe-fixes`."""
+    fixable = sum(map(report.fixable, report.diagnostics))
+    held_back = report.held_back_fixes()
+    unsafe = f"{held_back} unsafe {'fix' if held_back == 1 else 'fixes'} available with `--fix --unsafe-fixes`"
+    if fixable and held_back:
+        return f"{_fix_mark(report.color)} {fixable} fixable with `--fix` ({unsafe}).\n"
+    if fixable:
+        return f"{_fix_mark(report.color)} {fixable} fixable with `--fix`.\n"
+    return f"{unsafe}.\n" if held_back else ""
+
+
 def write(report: Report, out: TextIO) -> None:
     color = report.color
     if report.statistics:
@@ -52,7 +69,8 @@ def write(report: Report, out: TextIO) -> None:
     for d in report.diagnostics:
         cell = f"cell {d.cell}:" if d.cell is not None else ""
         location = _style(f"{d.path}:{cell}{d.line}:{d.column}:", color, bold=True)
-        out.write(f"{location} {_style(d.code, color, fg='red', bold=True)} {d.message}\n")
+        mark = f" {_fix_mark(color)}" if report.fixable(d) else ""
+        out.write(f"{location} {_style(d.code, color, fg='red', bold=True)}{mark} {d.message}\n")
         if report.show_source and d.cell is None:
             out.writelines(line + "\n" for line in _source(d, hints.get(d.code, ""), color))
     count = len(report.diagnostics)
@@ -62,5 +80,6 @@ def write(report: Report, out: TextIO) -> None:
         files = len({d.path for d in report.diagnostics})
         noun = "diagnostic" if count == 1 else "diagnostics"
         out.write(f"Found {count} {noun} in {files} of {report.files_checked} files checked{baseline}.\n")
+        out.write(_fixes_summary(report))
     else:
         out.write(f"All checks passed! ({report.files_checked} files checked{baseline})\n")
