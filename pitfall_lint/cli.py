@@ -117,6 +117,8 @@ def check(
     project_root: str | None,
 ) -> None:
     """Check PATHS (files or folders; the current folder by default)."""
+    if statistics and output_format not in ("text", "json"):
+        _fail(f"--statistics works with --format text or json, not {output_format}")
     try:
         config, rules, ignored = _load_selection(config_path, select, extend_select, ignore)
         patterns = [*(_split(exclude) or config.exclude), *config.extend_exclude, *_split(extend_exclude)]

@@ -150,3 +150,27 @@ def test_json_says_of_each_finding_whether_a_fix_exists(fixable: Path) -> None:
         ("spawn.py", 4, {"applicability": "safe", "message": MissingMainGuard.info.hint}),
     ]
 
+
+# --- --statistics ----------------------------------------------------------------------------------------------
+
+
+def test_statistics_mark_the_rules_that_fix_would_fix(fixable: Path) -> None:
+    assert run("--statistics", ".") == "    4\tPFL201\t[ ] unguarded-torch-save\n    1\tPFL301\t[*] missing-main-guard\n"
+
+
+def test_statistics_as_json(fixable: Path) -> None:
+    assert json.loads(run("--statistics", "--format", "json", ".")) == [
+        {"code": "PFL201", "name": "unguarded-torch-save", "count": 4, "fixable": False, "fixable_count": 0},
+        {"code": "PFL301", "name": "missing-main-guard", "count": 1, "fixable": True, "fixable_count": 1},
+    ]
+    assert json.loads(run("--statistics", "--format", "json", "--unsafe-fixes", ".")) == [  # the notebook's are not
+        {"code": "PFL201", "name": "unguarded-torch-save", "count": 4, "fixable": True, "fixable_count": 2},
+        {"code": "PFL301", "name": "missing-main-guard", "count": 1, "fixable": True, "fixable_count": 1},
+    ]
+
+
+@pytest.mark.parametrize("output_format", ["github", "sarif"])
+def test_statistics_in_a_format_without_them_is_a_usage_error(project: Path, output_format: str) -> None:
+    result = CliRunner().invoke(main, ["check", "--no-cache", "--statistics", "--format", output_format, "save.py"])
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == f"error: --statistics works with --format text or json, not {output_format}\n"

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import linecache
-from collections import Counter
 from typing import TextIO
 
 import click
 
 from pitfall_lint.diagnostic import Diagnostic
-from pitfall_lint.report import Report
+from pitfall_lint.report import Report, statistics
 
 
 def _style(text: str, color: bool, **style: object) -> str:
@@ -61,9 +60,11 @@ def _fixes_summary(report: Report) -> str:
 def write(report: Report, out: TextIO) -> None:
     color = report.color
     if report.statistics:
-        names = {rule.code: rule.name for rule in report.rules}
-        for code, count in sorted(Counter(d.code for d in report.diagnostics).items(), key=lambda item: (-item[1], item[0])):
-            out.write(f"{count:>5}\t{_style(code, color, fg='red', bold=True)}\t{names.get(code, '')}\n")
+        rows = statistics(report)
+        marks = any(row.fixable for row in rows)  # as Ruff: a column of marks only when something is fixable
+        for row in rows:
+            mark = (f"{_fix_mark(color)} " if row.fixable else "[ ] ") if marks else ""
+            out.write(f"{row.count:>5}\t{_style(row.code, color, fg='red', bold=True)}\t{mark}{row.name}\n")
         return
     hints = {rule.code: rule.hint for rule in report.rules}
     for d in report.diagnostics:
