@@ -137,3 +137,32 @@ def test_clean_file_gives_an_empty_results_list(
     _assert_valid(sarif_validator, log)
     assert log["version"] == "2.1.0"
     assert _only_run(log)["results"] == []
+
+
+def test_each_rule_carries_its_document(sarif_validator: Validator) -> None:
+    """Code scanning shows why and how to fix beside each alert: the rule document is the rule's help."""
+    proc, log = _check_sarif(FIXTURES)
+    _assert_valid(sarif_validator, log)
+    rules = _only_run(log)["tool"]["driver"]["rules"]
+    for rule in rules:
+        document = (REPO_ROOT / "rules" / f"{rule['id']}-{rule['name']}.md").read_text(encoding="utf-8")
+        assert rule["help"] == {"text": document, "markdown": document}, rule["id"]
+        described = rule["fullDescription"]["text"]
+        assert described.split("\n")[0] in " ".join(document.split())  # its first paragraph, on one line
+        assert "helpUri" not in rule  # the project has no address to point at yet
+    described = {rule["id"]: rule["fullDescription"]["text"] for rule in rules}
+    assert described["PFL402"] == (
+        "Flags a `DistributedSampler(...)` (under any import form) that shuffles (`shuffle` not given, or not the "
+        "constant `False`) when the data it feeds is iterated inside a loop that never calls `set_epoch`. The report "
+        "is at the sampler; the message names the loop and the call to add."
+    )
+    assert described["PFL000"] == (
+        "Reports a file that pitfall-lint could not read, decode or parse, so that no rule could check it. This is the "
+        "engine's own code, not a pitfall rule. The message gives the reason:\n\n"
+        "- `cannot read file: ...`: the file could not be opened or read, for example a broken symbolic link (`No such "
+        "file or directory`), a symlink loop (`Too many levels of symbolic links`) or missing permissions;\n"
+        "- `cannot parse: ...`: a syntax error (reported at its line and column), bytes that do not decode (invalid "
+        "UTF-8 without an encoding declaration, or an unknown `# -*- coding: ... -*-`), null bytes, or source nested "
+        "too deeply for the parser."
+    )
+

@@ -1,4 +1,4 @@
-"""SARIF 2.1.0, the format GitHub code scanning accepts."""
+"""SARIF 2.1.0, the format GitHub code scanning accepts, each rule with its document."""
 
 from __future__ import annotations
 
@@ -7,21 +7,41 @@ from pathlib import PurePath
 from typing import Any, TextIO
 
 from pitfall_lint import __version__
-from pitfall_lint.diagnostic import Diagnostic
+from pitfall_lint.diagnostic import Diagnostic, RuleInfo
+from pitfall_lint.docs import rule_document, what_it_does
 from pitfall_lint.report import FileLines, Report, in_cell
 
 _SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _LEVELS = {"error": "error", "warning": "warning", "info": "note"}
 
 
+def _artifact(path: str) -> dict[str, str]:
+    return {"uri": PurePath(path).as_posix(), "uriBaseId": "%SRCROOT%"}
+
+
 def _location(path: str, region: dict[str, int] | None, message: str | None = None) -> dict[str, Any]:
-    physical: dict[str, Any] = {"artifactLocation": {"uri": PurePath(path).as_posix(), "uriBaseId": "%SRCROOT%"}}
+    physical: dict[str, Any] = {"artifactLocation": _artifact(path)}
     if region is not None:
         physical["region"] = region
     location: dict[str, Any] = {"physicalLocation": physical}
     if message is not None:
         location["message"] = {"text": message}
     return location
+
+
+def _rule(rule: RuleInfo) -> dict[str, Any]:
+    """The rule's document as its help, as code scanning shows it beside each alert."""
+    document = rule_document(rule.code, rule.name)
+    described: dict[str, Any] = {
+        "id": rule.code,
+        "name": rule.name,
+        "shortDescription": {"text": rule.summary},
+        "fullDescription": {"text": (document and what_it_does(document)) or rule.summary},
+    }
+    if document is not None:
+        described["help"] = {"text": document, "markdown": document}
+    described["defaultConfiguration"] = {"level": _LEVELS[rule.severity]}
+    return described
 
 
 def _result(d: Diagnostic, index: int, file_lines: FileLines) -> dict[str, Any]:
@@ -65,15 +85,7 @@ def write(report: Report, out: TextIO) -> None:
                     "driver": {
                         "name": "pitfall-lint",
                         "version": __version__,
-                        "rules": [
-                            {
-                                "id": rule.code,
-                                "name": rule.name,
-                                "shortDescription": {"text": rule.summary},
-                                "defaultConfiguration": {"level": _LEVELS[rule.severity]},
-                            }
-                            for rule in rules
-                        ],
+                        "rules": [_rule(rule) for rule in rules],
                     }
                 },
                 "columnKind": "unicodeCodePoints",
