@@ -161,7 +161,8 @@ def check(
             baseline.write(Path(write_baseline_path), diagnostics)
         except OSError as error:
             _fail(f"{write_baseline_path}: cannot write the baseline: {error.strerror or error}")
-        click.echo(f"Recorded {len(diagnostics)} findings in {write_baseline_path}.", err=True)
+        recorded = len(diagnostics)
+        click.echo(f"Recorded {recorded} finding{'' if recorded == 1 else 's'} in {write_baseline_path}.", err=True)
         sys.exit(EXIT_ERROR if internal_errors else EXIT_CLEAN)
     hidden = 0
     if baseline_path:

@@ -43,7 +43,10 @@ def test_default_command_is_check_of_the_current_folder(project: Path) -> None:
         "[*] 1 fixable with `--fix` (1 unsafe fix available with `--fix --unsafe-fixes`).",
     ]
     assert run("save.py").exit_code == 1
-    assert run("check", "clean.py").stdout == "All checks passed! (1 files checked)\n"
+    assert run("check", "clean.py").stdout == "All checks passed! (1 file checked)\n"
+    assert run("check", "save.py").stdout.splitlines()[1:] == [
+        "Found 1 diagnostic in 1 of 1 file checked.", "1 unsafe fix available with `--fix --unsafe-fixes`."
+    ]
     assert run("check", "clean.py").exit_code == 0
 
 

@@ -452,7 +452,7 @@ def test_fix_writes_reports_what_is_left_and_keeps_the_mode(tmp_path: Path) -> N
     target.chmod(0o751)
     result = run("check", "--no-cache", "--fix", "train.py", cwd=tmp_path)
     assert (result.returncode, result.stderr) == (0, "Fixed 1 finding in 1 file.\n")
-    assert result.stdout == "All checks passed! (1 files checked)\n"
+    assert result.stdout == "All checks passed! (1 file checked)\n"
     assert changed_lines(fixture("PFL301").read_bytes(), target.read_bytes()) == EXPECTED["PFL301"]
     assert stat.S_IMODE(target.stat().st_mode) == 0o751
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]  # no temporary file left

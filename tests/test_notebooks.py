@@ -203,7 +203,7 @@ def test_findings_are_in_cell_order_then_line_order(tmp_path: Path, monkeypatch:
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(main, ["check", "--no-cache", "--select", "PFL201", "nb.ipynb"])
     assert [line.split(" PFL201 ")[0] for line in result.stdout.splitlines()] == [
-        "nb.ipynb:cell 3:3:1:", "nb.ipynb:cell 4:1:1:", "Found 2 diagnostics in 1 of 1 files checked."
+        "nb.ipynb:cell 3:3:1:", "nb.ipynb:cell 4:1:1:", "Found 2 diagnostics in 1 of 1 file checked."
     ]
 
 

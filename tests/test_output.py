@@ -49,7 +49,7 @@ def test_statistics_counts_per_rule(project: Path) -> None:
 def test_output_file(project: Path) -> None:
     assert run("--output-file", "report.txt", "save.py") == ""
     assert (project / "report.txt").read_text().splitlines()[-2:] == [
-        "Found 2 diagnostics in 1 of 1 files checked.",
+        "Found 2 diagnostics in 1 of 1 file checked.",
         "2 unsafe fixes available with `--fix --unsafe-fixes`.",
     ]
 
@@ -129,12 +129,12 @@ def test_with_unsafe_fixes_the_unsafe_ones_are_marked_too(fixable: Path) -> None
 
 def test_only_unsafe_fixes(fixable: Path) -> None:
     assert heads(run("save.py"))[-2:] == [
-        "Found 2 diagnostics in 1 of 1 files checked.",
+        "Found 2 diagnostics in 1 of 1 file checked.",
         "2 unsafe fixes available with `--fix --unsafe-fixes`.",
     ]
     (fixable / "one.py").write_text(SAVE.rsplit("torch.save", 1)[0])
     assert heads(run("one.py"))[-1] == "1 unsafe fix available with `--fix --unsafe-fixes`."
-    assert heads(run("nb.ipynb"))[-1] == "Found 2 diagnostics in 1 of 1 files checked."  # a notebook is never fixed
+    assert heads(run("nb.ipynb"))[-1] == "Found 2 diagnostics in 1 of 1 file checked."  # a notebook is never fixed
 
 
 def test_json_says_of_each_finding_whether_a_fix_exists(fixable: Path) -> None:

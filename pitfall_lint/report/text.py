@@ -40,6 +40,10 @@ def _source(d: Diagnostic, hint: str, color: bool) -> list[str]:
     return [*shown, ""]
 
 
+def _counted(number: int, noun: str, plural: str = "") -> str:
+    return f"{number} {noun if number == 1 else plural or noun + 's'}"
+
+
 def _fix_mark(color: bool) -> str:
     """Ruff's `[*]`: `--fix` would fix it."""
     return f"[{_style('*', color, fg='cyan')}]"
@@ -49,7 +53,7 @@ def _fixes_summary(report: Report) -> str:
     """Ruff's line under the count: how many `--fix` would fix, and how many more only with `--unsafe-fixes`."""
     fixable = sum(map(report.fixable, report.diagnostics))
     held_back = report.held_back_fixes()
-    unsafe = f"{held_back} unsafe {'fix' if held_back == 1 else 'fixes'} available with `--fix --unsafe-fixes`"
+    unsafe = f"{_counted(held_back, 'unsafe fix', 'unsafe fixes')} available with `--fix --unsafe-fixes`"
     if fixable and held_back:
         return f"{_fix_mark(report.color)} {fixable} fixable with `--fix` ({unsafe}).\n"
     if fixable:
@@ -76,11 +80,11 @@ def write(report: Report, out: TextIO) -> None:
             out.writelines(line + "\n" for line in _source(d, hints.get(d.code, ""), color))
     count = len(report.diagnostics)
     hidden = report.hidden_by_baseline
-    baseline = f"; {hidden} {'finding' if hidden == 1 else 'findings'} hidden by the baseline" if hidden else ""
+    baseline = f"; {_counted(hidden, 'finding')} hidden by the baseline" if hidden else ""
+    checked = f"{_counted(report.files_checked, 'file')} checked{baseline}"
     if count:
         files = len({d.path for d in report.diagnostics})
-        noun = "diagnostic" if count == 1 else "diagnostics"
-        out.write(f"Found {count} {noun} in {files} of {report.files_checked} files checked{baseline}.\n")
+        out.write(f"Found {_counted(count, 'diagnostic')} in {files} of {checked}.\n")
         out.write(_fixes_summary(report))
     else:
-        out.write(f"All checks passed! ({report.files_checked} files checked{baseline})\n")
+        out.write(f"All checks passed! ({checked})\n")
