@@ -117,6 +117,8 @@ def check(
     project_root: str | None,
 ) -> None:
     """Check PATHS (files or folders; the current folder by default)."""
+    if statistics and output_format not in ("text", "json"):
+        _fail(f"--statistics works with --format text or json, not {output_format}")
     try:
         config, rules, ignored = _load_selection(config_path, select, extend_select, ignore)
         patterns = [*(_split(exclude) or config.exclude), *config.extend_exclude, *_split(extend_exclude)]
@@ -159,7 +161,8 @@ def check(
             baseline.write(Path(write_baseline_path), diagnostics)
         except OSError as error:
             _fail(f"{write_baseline_path}: cannot write the baseline: {error.strerror or error}")
-        click.echo(f"Recorded {len(diagnostics)} findings in {write_baseline_path}.", err=True)
+        recorded = len(diagnostics)
+        click.echo(f"Recorded {recorded} finding{'' if recorded == 1 else 's'} in {write_baseline_path}.", err=True)
         sys.exit(EXIT_ERROR if internal_errors else EXIT_CLEAN)
     hidden = 0
     if baseline_path:
@@ -171,7 +174,8 @@ def check(
     infos = [PARSE_ERROR, *(rule.info for rule in rules)]
     color = output_file is None and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     report = Report(
-        diagnostics, infos, len(files), show_source=show_source, color=color, statistics=statistics, hidden_by_baseline=hidden
+        diagnostics, infos, len(files), show_source=show_source, color=color, statistics=statistics,
+        hidden_by_baseline=hidden, unsafe_fixes=unsafe_fixes,
     )
     if output_file:
         try:

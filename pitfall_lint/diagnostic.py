@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import total_ordering
 from typing import Literal
+
+from pitfall_lint.notebook import NOTEBOOK_SUFFIX
 
 Severity = Literal["error", "warning", "info"]
 # Ruff's model: a safe fix keeps what the code means; an unsafe one may change behaviour beyond the pitfall.
@@ -43,7 +46,8 @@ class Related:
     message: str  # "wrapped by nn.DataParallel", "called on every rank"
 
 
-@dataclass(frozen=True, slots=True, order=True)
+@total_ordering
+@dataclass(frozen=True, slots=True)
 class Diagnostic:
     """One finding. Lines and columns are 1-based; columns count characters, as editors do."""
 
@@ -60,6 +64,29 @@ class Diagnostic:
     # Set when the rule could work out a rewrite; not part of the finding's identity.
     fix: FixPlan | None = field(default=None, compare=False)
     related: tuple[Related, ...] = field(default=(), compare=False)
+
+    def __lt__(self, other: Diagnostic) -> bool:
+        return self._order() < other._order()
+
+    def _order(self) -> tuple[object, ...]:
+        """As a reader goes through a file: in a notebook cell by cell, then line by line (line counts within a cell)."""
+        return (
+            self.path, self.cell is not None, self.cell or 0, self.line, self.column, self.code,
+            self.name, self.end_line, self.end_column, self.severity, self.message,
+        )
+
+
+def available_fix(diagnostic: Diagnostic, rule: RuleInfo | None) -> Applicability | None:
+    """How safely `check --fix` can rewrite this finding; None when it cannot: the rule has no fixer or worked out
+    no rewrite here, or the finding is in a notebook, which fixing never rewrites."""
+    if rule is None or diagnostic.fix is None or diagnostic.path.endswith(NOTEBOOK_SUFFIX):
+        return None
+    return rule.fix
+
+
+def applies(fix: Applicability | None, unsafe: bool) -> bool:
+    """Whether a fix of this kind is made: safe ones always, unsafe ones only with `--unsafe-fixes`."""
+    return fix == "safe" or (unsafe and fix == "unsafe")
 
 
 PARSE_ERROR = RuleInfo(

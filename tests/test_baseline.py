@@ -30,7 +30,7 @@ def found(result) -> list[tuple[str, int]]:
 
 def test_baseline_survives_edits_that_shift_lines(project: Path) -> None:
     written = check("--write-baseline", "baseline.json")
-    assert written.exit_code == 0
+    assert (written.exit_code, written.stderr) == (0, "Recorded 1 finding in baseline.json.\n")
     entries = json.loads((project / "baseline.json").read_text())["findings"]
     assert [(e["code"], e["path"], e["line"]) for e in entries] == [("PFL201", "train.py", 4)]
     # Unrelated lines above the finding move it down: it stays known.
@@ -68,7 +68,8 @@ def test_paths_are_relative_to_the_baseline_so_any_working_folder_keeps_it(proje
     (project / "train.py").rename(project / "pkg" / "train.py")
     (project / "pkg" / "other.py").write_text(SETUP + "torch.save({}, 'a.pt')\ntorch.save({}, 'b.pt')\n")
     monkeypatch.chdir(project / "pkg")  # written from a subfolder, into the folder above
-    assert check("--write-baseline", "../baseline.json").exit_code == 0
+    written = check("--write-baseline", "../baseline.json")
+    assert (written.exit_code, written.stderr) == (0, "Recorded 3 findings in ../baseline.json.\n")
     entries = json.loads((project / "baseline.json").read_text())
     assert entries["version"] == 2
     assert [(e["path"], e["line"]) for e in entries["findings"]] == [("pkg/other.py", 4), ("pkg/other.py", 5), ("pkg/train.py", 4)]
@@ -81,7 +82,10 @@ def test_paths_are_relative_to_the_baseline_so_any_working_folder_keeps_it(proje
     (project / "pkg" / "train.py").write_text(SETUP + "torch.save({}, 'old.pt')\ntorch.save({}, 'new.pt')\n")
     text = CliRunner().invoke(main, ["check", "--no-cache", "--baseline", "../baseline.json"], catch_exceptions=False)
     assert text.exit_code == 1
-    assert text.stdout.splitlines()[-1] == "Found 1 diagnostic in 1 of 2 files checked; 3 findings hidden by the baseline."
+    assert text.stdout.splitlines()[-2:] == [
+        "Found 1 diagnostic in 1 of 2 files checked; 3 findings hidden by the baseline.",
+        "1 unsafe fix available with `--fix --unsafe-fixes`.",
+    ]
 
 
 def test_a_format_1_baseline_is_still_read_relative_to_the_working_folder(project: Path) -> None:

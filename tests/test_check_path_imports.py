@@ -6,13 +6,15 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from marks import REPO
 
 PROBE = r"""
 import json, sys
 from click.testing import CliRunner
 from pitfall_lint.cli import main
-result = CliRunner().invoke(main, ["check", "--select", "ALL", "fixtures"])
+result = CliRunner().invoke(main, ["check", "--select", "ALL", "fixtures", *sys.argv[1:]])
 heavy = sorted(m for m in sys.modules if m.split(".")[0] in {"torch", "libcst", "numpy", "bad", "fixed"})
 print(json.dumps({"exit": result.exit_code, "heavy": heavy, "output": result.output[-300:]}))
 """
@@ -23,3 +25,18 @@ def test_checking_the_fixtures_imports_nothing_heavy() -> None:
     outcome = json.loads(completed.stdout)
     assert outcome["exit"] == 1, outcome["output"]  # it did check, and found the fixtures' pitfalls
     assert outcome["heavy"] == []
+
+
+@pytest.mark.parametrize(
+    ("args", "loaded"),
+    [
+        (["--format", "sarif", "--ignore", "PFL102,PFL301,PFL402"], False),  # PFL201's fix is unsafe: none to offer
+        (["--format", "sarif"], True),
+    ],
+)
+def test_sarif_loads_libcst_only_to_give_a_fix(args: list[str], loaded: bool) -> None:
+    completed = subprocess.run([sys.executable, "-c", PROBE, *args], cwd=REPO, capture_output=True, text=True, check=True)
+    outcome = json.loads(completed.stdout)
+    assert outcome["exit"] == 1, outcome["output"]
+    assert any(m.startswith("libcst") for m in outcome["heavy"]) is loaded
+    assert not any(m.split(".")[0] in {"torch", "numpy", "bad", "fixed"} for m in outcome["heavy"])

@@ -37,16 +37,22 @@ def test_default_command_is_check_of_the_current_folder(project: Path) -> None:
     assert result.stdout.splitlines() == [
         "save.py:4:1: PFL201 `torch.save` runs on every rank, which then overwrite one file; guard it with "
         "`if dist.get_rank() == 0:` or put the rank in the path",
-        "spawn.py:4:1: PFL301 `torch.multiprocessing.spawn` starts processes at import time: spawned children "
+        "spawn.py:4:1: PFL301 [*] `torch.multiprocessing.spawn` starts processes at import time: spawned children "
         're-import the module and fail while bootstrapping; move it under `if __name__ == "__main__":`',
         "Found 2 diagnostics in 2 of 3 files checked.",
+        "[*] 1 fixable with `--fix` (1 unsafe fix available with `--fix --unsafe-fixes`).",
     ]
     assert run("save.py").exit_code == 1
-    assert run("check", "clean.py").stdout == "All checks passed! (1 files checked)\n"
+    assert run("check", "clean.py").stdout == "All checks passed! (1 file checked)\n"
+    assert run("check", "save.py").stdout.splitlines()[1:] == [
+        "Found 1 diagnostic in 1 of 1 file checked.", "1 unsafe fix available with `--fix --unsafe-fixes`."
+    ]
     assert run("check", "clean.py").exit_code == 0
 
 
 def test_json_document(project: Path) -> None:
+    from pitfall_lint.rules.unguarded_torch_save import UnguardedTorchSave
+
     document = json.loads(run("check", "--format", "json", "save.py").stdout)
     assert document["version"]
     assert document["diagnostics"] == [
@@ -61,6 +67,7 @@ def test_json_document(project: Path) -> None:
             "end_column": 23,
             "severity": "error",
             "message": document["diagnostics"][0]["message"],
+            "fix": {"applicability": "unsafe", "message": UnguardedTorchSave.info.hint},
             "related": [],
         }
     ]

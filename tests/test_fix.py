@@ -452,7 +452,7 @@ def test_fix_writes_reports_what_is_left_and_keeps_the_mode(tmp_path: Path) -> N
     target.chmod(0o751)
     result = run("check", "--no-cache", "--fix", "train.py", cwd=tmp_path)
     assert (result.returncode, result.stderr) == (0, "Fixed 1 finding in 1 file.\n")
-    assert result.stdout == "All checks passed! (1 files checked)\n"
+    assert result.stdout == "All checks passed! (1 file checked)\n"
     assert changed_lines(fixture("PFL301").read_bytes(), target.read_bytes()) == EXPECTED["PFL301"]
     assert stat.S_IMODE(target.stat().st_mode) == 0o751
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]  # no temporary file left
@@ -560,3 +560,16 @@ def test_notebooks_are_reported_but_not_fixed(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert '"code": "PFL402"' in result.stdout and '"cell": 2' in result.stdout
     assert (tmp_path / "train.ipynb").read_bytes() == data
+
+
+def test_the_held_back_count_leaves_out_notebooks_whose_fixes_are_never_made(tmp_path: Path) -> None:
+    from test_notebooks import notebook
+
+    (tmp_path / "train.py").write_bytes(fixture("PFL201").read_bytes())
+    (tmp_path / "train.ipynb").write_bytes(notebook("import torch\nimport torch.distributed as dist\ndist.init_process_group('gloo')\n", "torch.save({}, 'a.pt')\n"))
+    assert run("check", "--no-cache", "train.ipynb", cwd=tmp_path).stdout.startswith("train.ipynb:cell 2:1:1: PFL201 `torch.save`")
+    result = run("check", "--no-cache", "--diff", ".", cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (0, "")
+    assert result.stderr == "Would fix 0 findings in 0 files (1 more with --unsafe-fixes).\n"
+    result = run("check", "--no-cache", "--diff", "train.ipynb", cwd=tmp_path)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "Would fix 0 findings in 0 files.\n")

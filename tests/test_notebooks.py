@@ -194,3 +194,20 @@ def test_a_notebook_that_cannot_be_located_gets_no_line_rather_than_a_wrong_one(
     (tmp_path / "short.ipynb").write_bytes(notebook("x = 1\n", "y = 2\n"))
     assert FileLines()(replace(diagnostic, path=str(tmp_path / "short.ipynb"), line=3, end_line=3)) is None
     assert FileLines()(replace(diagnostic, path=str(tmp_path / "short.ipynb"))) == (1, 1)  # one-line JSON: line 1
+
+
+def test_findings_are_in_cell_order_then_line_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A later cell's first line comes after an earlier cell's third: lines count within their cell."""
+    setup = "import torch\nimport torch.distributed as dist\ndist.init_process_group('gloo')\n"
+    (tmp_path / "nb.ipynb").write_bytes(notebook(setup, "x = 1\n", "y = 2\nz = 3\ntorch.save({}, 'a.pt')\n", "torch.save({}, 'b.pt')\n"))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["check", "--no-cache", "--select", "PFL201", "nb.ipynb"])
+    assert [line.split(" PFL201 ")[0] for line in result.stdout.splitlines()] == [
+        "nb.ipynb:cell 3:3:1:", "nb.ipynb:cell 4:1:1:", "Found 2 diagnostics in 1 of 1 file checked."
+    ]
+
+
+def test_a_finding_outside_any_cell_comes_first() -> None:
+    first = Diagnostic("nb.ipynb", 2, 1, "PFL000", "parse-error", 2, 1, "error", "m")
+    in_cell = [replace(first, cell=4, line=1, end_line=1), replace(first, cell=3, line=5, end_line=5)]
+    assert sorted([*in_cell, first]) == [first, in_cell[1], in_cell[0]]

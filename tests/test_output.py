@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -47,7 +48,10 @@ def test_statistics_counts_per_rule(project: Path) -> None:
 
 def test_output_file(project: Path) -> None:
     assert run("--output-file", "report.txt", "save.py") == ""
-    assert (project / "report.txt").read_text().splitlines()[-1] == "Found 2 diagnostics in 1 of 1 files checked."
+    assert (project / "report.txt").read_text().splitlines()[-2:] == [
+        "Found 2 diagnostics in 1 of 1 file checked.",
+        "2 unsafe fixes available with `--fix --unsafe-fixes`.",
+    ]
 
 
 def _in_a_terminal(cwd: Path, env: dict[str, str]) -> str:
@@ -79,3 +83,94 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(project: Path) -> Non
     assert "\x1b[" in _in_a_terminal(project, env)
     assert "\x1b[" not in _in_a_terminal(project, {**env, "NO_COLOR": "1"})
     assert "\x1b[" not in run("save.py")  # redirected: no colour
+
+
+# --- what --fix would fix: Ruff's [*], the summary's count, JSON's `fix` -----------------------------------------
+
+SPAWN = "import torch.multiprocessing as mp\ndef work(rank):\n    pass\nmp.spawn(work, nprocs=2)\n"
+
+
+@pytest.fixture
+def fixable(project: Path) -> Path:
+    """save.py: two unsafe fixes (PFL201); spawn.py: a safe one (PFL301); a notebook's save, which no fix rewrites."""
+    from test_notebooks import notebook
+
+    (project / "spawn.py").write_text(SPAWN)
+    (project / "nb.ipynb").write_bytes(notebook(SAVE))
+    return project
+
+
+def heads(text: str) -> list[str]:
+    """Each finding up to its message (messages start with a quoted name), and the summary lines whole."""
+    return [line.split(" `", 1)[0] if ": PFL" in line else line for line in text.splitlines()]
+
+
+def test_safe_fixes_are_marked_and_counted_and_unsafe_ones_said_to_need_unsafe_fixes(fixable: Path) -> None:
+    assert heads(run(".")) == [
+        "nb.ipynb:cell 1:4:1: PFL201",
+        "nb.ipynb:cell 1:5:1: PFL201",
+        "save.py:4:1: PFL201",
+        "save.py:5:1: PFL201",
+        "spawn.py:4:1: PFL301 [*]",
+        "Found 5 diagnostics in 3 of 3 files checked.",
+        "[*] 1 fixable with `--fix` (2 unsafe fixes available with `--fix --unsafe-fixes`).",
+    ]
+
+
+def test_with_unsafe_fixes_the_unsafe_ones_are_marked_too(fixable: Path) -> None:
+    assert heads(run("--unsafe-fixes", "."))[2:] == [
+        "save.py:4:1: PFL201 [*]",
+        "save.py:5:1: PFL201 [*]",
+        "spawn.py:4:1: PFL301 [*]",
+        "Found 5 diagnostics in 3 of 3 files checked.",
+        "[*] 3 fixable with `--fix`.",
+    ]
+
+
+def test_only_unsafe_fixes(fixable: Path) -> None:
+    assert heads(run("save.py"))[-2:] == [
+        "Found 2 diagnostics in 1 of 1 file checked.",
+        "2 unsafe fixes available with `--fix --unsafe-fixes`.",
+    ]
+    (fixable / "one.py").write_text(SAVE.rsplit("torch.save", 1)[0])
+    assert heads(run("one.py"))[-1] == "1 unsafe fix available with `--fix --unsafe-fixes`."
+    assert heads(run("nb.ipynb"))[-1] == "Found 2 diagnostics in 1 of 1 file checked."  # a notebook is never fixed
+
+
+def test_json_says_of_each_finding_whether_a_fix_exists(fixable: Path) -> None:
+    from pitfall_lint.rules.missing_main_guard import MissingMainGuard
+    from pitfall_lint.rules.unguarded_torch_save import UnguardedTorchSave
+
+    document = json.loads(run("--format", "json", "."))
+    assert [(d["path"], d["line"], d["fix"]) for d in document["diagnostics"]] == [
+        ("nb.ipynb", 4, None),
+        ("nb.ipynb", 5, None),
+        ("save.py", 4, {"applicability": "unsafe", "message": UnguardedTorchSave.info.hint}),
+        ("save.py", 5, {"applicability": "unsafe", "message": UnguardedTorchSave.info.hint}),
+        ("spawn.py", 4, {"applicability": "safe", "message": MissingMainGuard.info.hint}),
+    ]
+
+
+# --- --statistics ----------------------------------------------------------------------------------------------
+
+
+def test_statistics_mark_the_rules_that_fix_would_fix(fixable: Path) -> None:
+    assert run("--statistics", ".") == "    4\tPFL201\t[ ] unguarded-torch-save\n    1\tPFL301\t[*] missing-main-guard\n"
+
+
+def test_statistics_as_json(fixable: Path) -> None:
+    assert json.loads(run("--statistics", "--format", "json", ".")) == [
+        {"code": "PFL201", "name": "unguarded-torch-save", "count": 4, "fixable": False, "fixable_count": 0},
+        {"code": "PFL301", "name": "missing-main-guard", "count": 1, "fixable": True, "fixable_count": 1},
+    ]
+    assert json.loads(run("--statistics", "--format", "json", "--unsafe-fixes", ".")) == [  # the notebook's are not
+        {"code": "PFL201", "name": "unguarded-torch-save", "count": 4, "fixable": True, "fixable_count": 2},
+        {"code": "PFL301", "name": "missing-main-guard", "count": 1, "fixable": True, "fixable_count": 1},
+    ]
+
+
+@pytest.mark.parametrize("output_format", ["github", "sarif"])
+def test_statistics_in_a_format_without_them_is_a_usage_error(project: Path, output_format: str) -> None:
+    result = CliRunner().invoke(main, ["check", "--no-cache", "--statistics", "--format", output_format, "save.py"])
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == f"error: --statistics works with --format text or json, not {output_format}\n"

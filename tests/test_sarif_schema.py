@@ -6,6 +6,7 @@ published schema itself, not a hand-written subset of it, is the oracle here.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import subprocess
@@ -63,7 +64,7 @@ def sarif_validator() -> Validator:
 
 
 def _check_sarif(
-    *paths: Path,
+    *paths: Path, args: tuple[str, ...] = (), cwd: Path = REPO_ROOT
 ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     """Run the CLI as a user would and parse its stdout as the SARIF log."""
     proc = subprocess.run(
@@ -74,9 +75,10 @@ def _check_sarif(
             "check",
             "--format",
             "sarif",
+            *args,
             *map(str, paths),
         ],
-        cwd=REPO_ROOT,
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=TIMEOUT_S,
@@ -137,3 +139,103 @@ def test_clean_file_gives_an_empty_results_list(
     _assert_valid(sarif_validator, log)
     assert log["version"] == "2.1.0"
     assert _only_run(log)["results"] == []
+
+
+def test_each_rule_carries_its_document(sarif_validator: Validator) -> None:
+    """Code scanning shows why and how to fix beside each alert: the rule document is the rule's help."""
+    _, log = _check_sarif(FIXTURES)
+    _assert_valid(sarif_validator, log)
+    rules = _only_run(log)["tool"]["driver"]["rules"]
+    for rule in rules:
+        document = (REPO_ROOT / "rules" / f"{rule['id']}-{rule['name']}.md").read_text(encoding="utf-8")
+        assert rule["help"] == {"text": document, "markdown": document}, rule["id"]
+        described = rule["fullDescription"]["text"]
+        assert described.split("\n")[0] in " ".join(document.split())  # its first paragraph, on one line
+        assert "helpUri" not in rule  # the project has no address to point at yet
+    described = {rule["id"]: rule["fullDescription"]["text"] for rule in rules}
+    assert described["PFL402"] == (
+        "Flags a `DistributedSampler(...)` (under any import form) that shuffles (`shuffle` not given, or not the "
+        "constant `False`) when the data it feeds is iterated inside a loop that never calls `set_epoch`. The report "
+        "is at the sampler; the message names the loop and the call to add."
+    )
+    assert described["PFL000"] == (
+        "Reports a file that pitfall-lint could not read, decode or parse, so that no rule could check it. This is the "
+        "engine's own code, not a pitfall rule. The message gives the reason:\n\n"
+        "- `cannot read file: ...`: the file could not be opened or read, for example a broken symbolic link (`No such "
+        "file or directory`), a symlink loop (`Too many levels of symbolic links`) or missing permissions;\n"
+        "- `cannot parse: ...`: a syntax error (reported at its line and column), bytes that do not decode (invalid "
+        "UTF-8 without an encoding declaration, or an unknown `# -*- coding: ... -*-`), null bytes, or source nested "
+        "too deeply for the parser."
+    )
+
+
+_LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
+def _applied(text: str, replacement: dict[str, Any]) -> str:
+    """The text with one SARIF replacement made (lines and columns 1-based, columns in characters)."""
+    starts = [0, *itertools.accumulate(map(len, _LINES.findall(text)))]
+    region = replacement["deletedRegion"]
+    start = starts[region["startLine"] - 1] + region["startColumn"] - 1
+    end = starts[region["endLine"] - 1] + region["endColumn"] - 1
+    return text[:start] + replacement["insertedContent"]["text"] + text[end:]
+
+
+_LINE_ENDINGS = {
+    "lf": lambda text: text,
+    "crlf": lambda text: text.replace("\n", "\r\n"),
+    "no final newline": lambda text: text.rstrip("\n"),
+}
+
+
+@pytest.mark.parametrize("ending", sorted(_LINE_ENDINGS))
+@pytest.mark.parametrize("code", ["PFL102", "PFL201", "PFL202", "PFL301", "PFL402"])
+def test_a_fixable_result_carries_the_fix_that_fix_makes(
+    sarif_validator: Validator, tmp_path: Path, code: str, ending: str
+) -> None:
+    pytest.importorskip("libcst")
+    from pitfall_lint.fix import fix_source
+    from pitfall_lint.rules import all_rules
+
+    (fixture,) = FIXTURES.glob(f"{code}-*/bad.py")
+    text = _LINE_ENDINGS[ending](fixture.read_text(encoding="utf-8"))
+    (tmp_path / "train.py").write_bytes(text.encode())
+    proc, log = _check_sarif(Path("train.py"), args=("--select", code, "--unsafe-fixes"), cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    _assert_valid(sarif_validator, log)
+    (result,) = _only_run(log)["results"]
+    (fix,) = result["fixes"]
+    (change,) = fix["artifactChanges"]
+    assert change["artifactLocation"] == {"uri": "train.py", "uriBaseId": "%SRCROOT%"}
+    (replacement,) = change["replacements"]
+    rule = next(r for r in all_rules() if r.info.code == code)
+    assert _applied(text, replacement) == fix_source("train.py", text.encode(), [rule], True).fixed.decode()
+    assert fix.get("description", {}).get("text", "") == rule.info.hint
+
+
+def test_fixes_exactly_where_fix_would_make_them(sarif_validator: Validator, tmp_path: Path) -> None:
+    """Safe fixes only without --unsafe-fixes; none in a notebook, which --fix never rewrites; whole lines replaced."""
+    from test_notebooks import notebook
+
+    for code in ("PFL102", "PFL201", "PFL402"):
+        (fixture,) = FIXTURES.glob(f"{code}-*/bad.py")
+        (tmp_path / f"{code}.py").write_bytes(fixture.read_bytes())
+    save = "import torch\nimport torch.distributed as dist\ndist.init_process_group('gloo')\ntorch.save({}, 'a.pt')\n"
+    (tmp_path / "nb.ipynb").write_bytes(notebook(save))
+    _, log = _check_sarif(Path("."), cwd=tmp_path)
+    _assert_valid(sarif_validator, log)
+    fixes = {(r["ruleId"], r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]): r.get("fixes") for r in _only_run(log)["results"]}
+    assert fixes.keys() == {("PFL102", "PFL102.py"), ("PFL201", "PFL201.py"), ("PFL201", "nb.ipynb"), ("PFL402", "PFL402.py")}
+    assert (fixes["PFL201", "PFL201.py"], fixes["PFL201", "nb.ipynb"]) == (None, None)
+    (pad,) = fixes["PFL102", "PFL102.py"][0]["artifactChanges"][0]["replacements"]
+    assert pad == {
+        "deletedRegion": {"startLine": 21, "startColumn": 1, "endLine": 21, "endColumn": 84},
+        "insertedContent": {
+            "text": "        output, _ = pad_packed_sequence(output, batch_first=True, total_length=padded.size(1))  # expect: PFL102"
+        },
+    }
+    (epoch,) = fixes["PFL402", "PFL402.py"][0]["artifactChanges"][0]["replacements"]
+    assert epoch == {
+        "deletedRegion": {"startLine": 23, "startColumn": 1, "endLine": 23, "endColumn": 1},
+        "insertedContent": {"text": "        sampler.set_epoch(epoch)\n"},
+    }

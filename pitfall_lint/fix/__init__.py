@@ -15,7 +15,7 @@ from functools import cache
 
 import libcst as cst
 
-from pitfall_lint.diagnostic import Applicability, Diagnostic
+from pitfall_lint.diagnostic import Diagnostic, applies
 from pitfall_lint.engine import Engine
 from pitfall_lint.project.model import ProjectModel
 from pitfall_lint.fix.base import Fixer, Located
@@ -39,11 +39,10 @@ class FixedSource:
 
 def allowed(rules: Iterable[type[Rule]], unsafe: bool) -> frozenset[str]:
     """The codes whose fixes may be applied: the safe ones, and with `unsafe` the others too."""
-    kinds: set[Applicability] = {"safe", "unsafe"} if unsafe else {"safe"}
-    return frozenset(r.info.code for r in rules if r.info.fix in kinds)
+    return frozenset(r.info.code for r in rules if applies(r.info.fix, unsafe))
 
 
-def _parses(data: bytes, path: str) -> bool:
+def parses(data: bytes, path: str) -> bool:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -79,7 +78,7 @@ def fix_source(
             rewritten = all_fixers()[code].rewrite(Located(cst.parse_module(data)), fixable[code]).bytes
         except cst.ParserSyntaxError:
             break  # Python's parser took it, libcst's did not (a newer syntax): leave the file alone
-        after = engine.check_source(path, rewritten, project).diagnostics if _parses(rewritten, path) else diagnostics
+        after = engine.check_source(path, rewritten, project).diagnostics if parses(rewritten, path) else diagnostics
         removed = sum(d.code == code for d in diagnostics) - sum(d.code == code for d in after)
         if removed <= 0:
             codes.discard(code)  # the rewrite did not help: keep the file as it was and try the other rules

@@ -12,9 +12,9 @@ import click
 
 from pitfall_lint.config import matches
 from pitfall_lint.checking import CheckRun
-from pitfall_lint.fix import allowed, fix_source
+from pitfall_lint.diagnostic import applies, available_fix
+from pitfall_lint.fix import fix_source
 from pitfall_lint.fix.write import ChangedOnDisk, replace_if_unchanged
-from pitfall_lint.notebook import NOTEBOOK_SUFFIX
 from pitfall_lint.rules.base import Rule
 
 
@@ -36,14 +36,13 @@ def _diff(path: str, before: bytes, after: bytes) -> bytes:
 def fix_files(
     run: CheckRun, rules: Sequence[type[Rule]], unsafe: bool, diff: bool, ignored_for: Callable[[str], tuple[str, ...]]
 ) -> FixOutcome:
-    codes = allowed(rules, unsafe)
-    unsafe_codes = {r.info.code for r in rules if r.info.fix == "unsafe"}
+    infos = {r.info.code: r.info for r in rules}
     outcome, held_back = FixOutcome(), 0
     for result in run.results:
         skipped = ignored_for(result.path)
-        candidates = [d for d in result.diagnostics if d.fix is not None and not matches(d.code, skipped)]
-        held_back += sum(d.code in unsafe_codes and d.code not in codes for d in candidates)
-        if result.path.endswith(NOTEBOOK_SUFFIX) or not any(d.code in codes for d in candidates):
+        fixes = [available_fix(d, infos.get(d.code)) for d in result.diagnostics if not matches(d.code, skipped)]
+        held_back += sum(fix is not None and not applies(fix, unsafe) for fix in fixes)
+        if not any(applies(fix, unsafe) for fix in fixes):
             continue
         try:
             with open(result.path, "rb") as handle:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TextIO
 
-from pitfall_lint.diagnostic import Diagnostic, RuleInfo
+from pitfall_lint.diagnostic import Applicability, Diagnostic, RuleInfo, applies, available_fix
 from pitfall_lint.notebook import NotebookError, file_lines
 
 
@@ -15,11 +17,47 @@ class Report:
     diagnostics: Sequence[Diagnostic]
     rules: Sequence[RuleInfo]  # every rule that ran, for formats that describe them
     files_checked: int
-    # Text only: the offending lines with a caret and the fix hint; colour; counts per rule instead.
+    # Text only: the offending lines with a caret and the fix hint; colour.
     show_source: bool = False
     color: bool = False
-    statistics: bool = False
+    statistics: bool = False  # text and JSON: the counts per rule instead of the findings
     hidden_by_baseline: int = 0  # findings left out because the baseline knows them; said in the text summary
+    unsafe_fixes: bool = False  # `--unsafe-fixes`: the unsafe fixes are made too, so they count as fixable
+
+    @cached_property
+    def rule_of(self) -> dict[str, RuleInfo]:
+        return {rule.code: rule for rule in self.rules}
+
+    def available_fix(self, d: Diagnostic) -> Applicability | None:
+        return available_fix(d, self.rule_of.get(d.code))
+
+    def fixable(self, d: Diagnostic) -> bool:
+        """Whether `check --fix` (with this run's `--unsafe-fixes`) would fix it: Ruff's `[*]`."""
+        return applies(self.available_fix(d), self.unsafe_fixes)
+
+    def held_back_fixes(self) -> int:
+        """The fixes that exist but that only `--unsafe-fixes` would make."""
+        return sum(fix is not None and not applies(fix, self.unsafe_fixes) for fix in map(self.available_fix, self.diagnostics))
+
+
+@dataclass(frozen=True)
+class Statistic:
+    code: str
+    name: str
+    count: int
+    fixable: bool  # whether `check --fix` would fix some of them; Ruff's statistics say both
+    fixable_count: int
+
+
+def statistics(report: Report) -> list[Statistic]:
+    """The findings per rule, the most frequent first, then by code."""
+    counts = Counter(d.code for d in report.diagnostics)
+    fixable = Counter(d.code for d in report.diagnostics if report.fixable(d))
+    names = {rule.code: rule.name for rule in report.rules}
+    return [
+        Statistic(code, names.get(code, ""), count, fixable[code] > 0, fixable[code])
+        for code, count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    ]
 
 
 Writer = Callable[[Report, TextIO], None]

@@ -1,20 +1,36 @@
-"""One JSON object for programs: the version and every diagnostic with 1-based positions."""
+"""One JSON object for programs: the version and every diagnostic with 1-based positions; with --statistics, Ruff's
+array of counts per rule."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from typing import TextIO
+from typing import Any, TextIO
 
 from pitfall_lint import __version__
-from pitfall_lint.report import Report
+from pitfall_lint.diagnostic import Diagnostic
+from pitfall_lint.report import Report, statistics
 
 _FIELDS = ("code", "name", "path", "cell", "line", "column", "end_line", "end_column", "severity", "message")
 
 
+def _fix(report: Report, d: Diagnostic) -> dict[str, Any] | None:
+    """Whether `--fix` can rewrite it, however it is run (Ruff's `fix`): unsafe ones need `--unsafe-fixes` too."""
+    applicability = report.available_fix(d)
+    if applicability is None:
+        return None
+    return {"applicability": applicability, "message": report.rule_of[d.code].hint or None}
+
+
 def write(report: Report, out: TextIO) -> None:
-    diagnostics = [
-        {**{key: getattr(d, key) for key in _FIELDS}, "related": [asdict(r) for r in d.related]} for d in report.diagnostics
-    ]
-    json.dump({"version": __version__, "diagnostics": diagnostics}, out, indent=2)
+    document: Any
+    if report.statistics:
+        document = [asdict(row) for row in statistics(report)]
+    else:
+        diagnostics = [
+            {**{key: getattr(d, key) for key in _FIELDS}, "fix": _fix(report, d), "related": [asdict(r) for r in d.related]}
+            for d in report.diagnostics
+        ]
+        document = {"version": __version__, "diagnostics": diagnostics}
+    json.dump(document, out, indent=2)
     out.write("\n")

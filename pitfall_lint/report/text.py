@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import linecache
-from collections import Counter
 from typing import TextIO
 
 import click
 
 from pitfall_lint.diagnostic import Diagnostic
-from pitfall_lint.report import Report
+from pitfall_lint.report import Report, statistics
 
 
 def _style(text: str, color: bool, **style: object) -> str:
@@ -41,26 +40,51 @@ def _source(d: Diagnostic, hint: str, color: bool) -> list[str]:
     return [*shown, ""]
 
 
+def _counted(number: int, noun: str, plural: str = "") -> str:
+    return f"{number} {noun if number == 1 else plural or noun + 's'}"
+
+
+def _fix_mark(color: bool) -> str:
+    """Ruff's `[*]`: `--fix` would fix it."""
+    return f"[{_style('*', color, fg='cyan')}]"
+
+
+def _fixes_summary(report: Report) -> str:
+    """Ruff's line under the count: how many `--fix` would fix, and how many more only with `--unsafe-fixes`."""
+    fixable = sum(map(report.fixable, report.diagnostics))
+    held_back = report.held_back_fixes()
+    unsafe = f"{_counted(held_back, 'unsafe fix', 'unsafe fixes')} available with `--fix --unsafe-fixes`"
+    if fixable and held_back:
+        return f"{_fix_mark(report.color)} {fixable} fixable with `--fix` ({unsafe}).\n"
+    if fixable:
+        return f"{_fix_mark(report.color)} {fixable} fixable with `--fix`.\n"
+    return f"{unsafe}.\n" if held_back else ""
+
+
 def write(report: Report, out: TextIO) -> None:
     color = report.color
     if report.statistics:
-        names = {rule.code: rule.name for rule in report.rules}
-        for code, count in sorted(Counter(d.code for d in report.diagnostics).items(), key=lambda item: (-item[1], item[0])):
-            out.write(f"{count:>5}\t{_style(code, color, fg='red', bold=True)}\t{names.get(code, '')}\n")
+        rows = statistics(report)
+        marks = any(row.fixable for row in rows)  # as Ruff: a column of marks only when something is fixable
+        for row in rows:
+            mark = (f"{_fix_mark(color)} " if row.fixable else "[ ] ") if marks else ""
+            out.write(f"{row.count:>5}\t{_style(row.code, color, fg='red', bold=True)}\t{mark}{row.name}\n")
         return
     hints = {rule.code: rule.hint for rule in report.rules}
     for d in report.diagnostics:
         cell = f"cell {d.cell}:" if d.cell is not None else ""
         location = _style(f"{d.path}:{cell}{d.line}:{d.column}:", color, bold=True)
-        out.write(f"{location} {_style(d.code, color, fg='red', bold=True)} {d.message}\n")
+        mark = f" {_fix_mark(color)}" if report.fixable(d) else ""
+        out.write(f"{location} {_style(d.code, color, fg='red', bold=True)}{mark} {d.message}\n")
         if report.show_source and d.cell is None:
             out.writelines(line + "\n" for line in _source(d, hints.get(d.code, ""), color))
     count = len(report.diagnostics)
     hidden = report.hidden_by_baseline
-    baseline = f"; {hidden} {'finding' if hidden == 1 else 'findings'} hidden by the baseline" if hidden else ""
+    baseline = f"; {_counted(hidden, 'finding')} hidden by the baseline" if hidden else ""
+    checked = f"{_counted(report.files_checked, 'file')} checked{baseline}"
     if count:
         files = len({d.path for d in report.diagnostics})
-        noun = "diagnostic" if count == 1 else "diagnostics"
-        out.write(f"Found {count} {noun} in {files} of {report.files_checked} files checked{baseline}.\n")
+        out.write(f"Found {_counted(count, 'diagnostic')} in {files} of {checked}.\n")
+        out.write(_fixes_summary(report))
     else:
-        out.write(f"All checks passed! ({report.files_checked} files checked{baseline})\n")
+        out.write(f"All checks passed! ({checked})\n")
