@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 PYTHON_SUFFIXES = (".py", ".ipynb")
+# A file named on the command line is Python with one of these, or a python shebang (pre-commit tags both `python`).
+NAMED_PYTHON_SUFFIXES = (*PYTHON_SUFFIXES, ".pyi", ".pyw")
+# `#!/usr/bin/env python3`, `#!/usr/bin/python3.11 -u`, `#! python`, `#!/usr/bin/env -S pypy3`: the first line only.
+_PYTHON_SHEBANG = re.compile(rb"#!(?:[^\n]*[\s/])?(?:python|pypy)[0-9.]*(?:\s|$)")
+_SHEBANG_LENGTH = 4096
 # Never ours to check: version control, virtual environments, caches and build output.
 DEFAULT_EXCLUDED_DIRECTORIES = frozenset(
     {
@@ -99,6 +105,18 @@ def _keep(path: str, warn: Warn) -> bool:
     return kind is None
 
 
+def _is_python(path: str) -> bool:
+    """A named file's suffix, else its first line; one that cannot be read is kept, and reading it reports why."""
+    if path.endswith(NAMED_PYTHON_SUFFIXES):
+        return True
+    try:
+        with open(path, "rb") as handle:
+            first_line = handle.readline(_SHEBANG_LENGTH)
+    except OSError:
+        return True
+    return _PYTHON_SHEBANG.match(first_line) is not None
+
+
 def _walk(folder: str, excluder: Excluder, warn: Warn) -> Iterator[str]:
     pending = [folder]
     while pending:
@@ -131,7 +149,7 @@ def _walk(folder: str, excluder: Excluder, warn: Warn) -> Iterator[str]:
 
 def discover(paths: Sequence[str], excluder: Excluder, warn: Warn, force_exclude: bool = False) -> list[str]:
     """Files to check, in a stable order. Named files are checked even when excluded, unless forced.
-    What is not a regular file (a named pipe, a device) is skipped with a warning."""
+    What is not a regular file (a named pipe, a device) or not Python is skipped with a warning."""
     found: dict[str, None] = {}
     for raw in paths:
         if not os.path.lexists(raw):
@@ -140,8 +158,12 @@ def discover(paths: Sequence[str], excluder: Excluder, warn: Warn, force_exclude
             continue
         if os.path.isdir(raw):
             found.update((path, None) for path in _walk(raw, excluder, warn))
-        elif _keep(raw, warn):
+        elif not _keep(raw, warn):
+            continue
+        elif _is_python(raw):
             found[str(Path(raw))] = None  # even a broken link: reading it reports why it cannot be checked
+        else:
+            warn(f"{Path(raw)}: not a Python file, skipped")
     return list(found)
 
 
