@@ -19,7 +19,7 @@ from pitfall_lint.diagnostic import PARSE_ERROR, Diagnostic
 from pitfall_lint.docs import rule_document
 from pitfall_lint import baseline
 from pitfall_lint.checking import ProjectSettings, check_paths
-from pitfall_lint.files import Excluder, MissingPathError, discover, display_path, special_kind
+from pitfall_lint.files import Excluder, MissingPathError, discover, display_path, existing_paths, special_kind
 from pitfall_lint.report import Report, writers
 from pitfall_lint.rules.base import Rule
 from pitfall_lint.selection import nearest_config, rule_infos, selected_rules
@@ -121,7 +121,9 @@ def check(
         config, rules, ignored = _load_selection(config_path, select, extend_select, ignore)
         patterns = [*(_split(exclude) or config.exclude), *config.extend_exclude, *_split(extend_exclude)]
         excluder = Excluder(patterns, config.root)
-        files = discover(paths or ["."], excluder, _warn, force_exclude)
+        requested = paths or (".",)
+        named = existing_paths(requested, _warn)
+        files = discover(named, excluder, _warn, force_exclude)
     except (ConfigError, MissingPathError) as error:
         _fail(str(error))
     if project_root is not None and not os.path.isdir(project_root):
@@ -130,7 +132,7 @@ def check(
     if not files:
         _warn("no Python files found under the given paths")
     diagnostics: list[Diagnostic] = []
-    internal_errors = 0
+    errors = len(requested) - len(named)  # a missing path: the others are reported, and the run exits 2
     # Trees hold hundreds of thousands of objects, none in a cycle: at the collector's default pace it read the
     # whole heap again and again (a tenth of a cold run). What cycles there are, it still collects.
     gc.set_threshold(100_000, 20, 100)
@@ -140,14 +142,14 @@ def check(
         from pitfall_lint.fix.session import fix_files  # libcst is loaded only when fixing
 
         outcome = fix_files(run, rules, unsafe_fixes, diff, config.ignored_at)
-        internal_errors += outcome.errors
+        errors += outcome.errors
         if diff:
-            sys.exit(EXIT_ERROR if outcome.errors else EXIT_FINDINGS if outcome.changed_paths else EXIT_CLEAN)
+            sys.exit(EXIT_ERROR if errors else EXIT_FINDINGS if outcome.changed_paths else EXIT_CLEAN)
         # Every file is checked again: a rewrite in one file can change what the project tells another.
         results = check_paths([r.path for r in results], rules, settings, config.root, not no_cache).results
     for result in results:
         if result.internal_error:
-            internal_errors += 1
+            errors += 1
             click.echo(f"error: {result.path}: {result.internal_error}", err=True)
         skipped = config.ignored_at(result.path)
         diagnostics.extend(
@@ -160,7 +162,7 @@ def check(
         except OSError as error:
             _fail(f"{write_baseline_path}: cannot write the baseline: {error.strerror or error}")
         click.echo(f"Recorded {len(diagnostics)} findings in {write_baseline_path}.", err=True)
-        sys.exit(EXIT_ERROR if internal_errors else EXIT_CLEAN)
+        sys.exit(EXIT_ERROR if errors else EXIT_CLEAN)
     hidden = 0
     if baseline_path:
         try:
@@ -181,7 +183,7 @@ def check(
             _fail(f"{output_file}: cannot write: {error.strerror or error}")
     else:
         writers()[output_format](report, sys.stdout)
-    if internal_errors:
+    if errors:
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_FINDINGS if diagnostics and not exit_zero else EXIT_CLEAN)
 

@@ -34,7 +34,7 @@ Warn = Callable[[str], None]
 
 
 class MissingPathError(Exception):
-    pass
+    """None of the paths named exists: nothing to check."""
 
 
 class Excluder:
@@ -147,13 +147,23 @@ def _walk(folder: str, excluder: Excluder, warn: Warn) -> Iterator[str]:
         pending.extend(reversed(subdirectories))  # depth first, in name order
 
 
+def existing_paths(paths: Sequence[str], warn: Warn) -> list[str]:
+    """The paths named that exist. A missing one is a warning while another is left to check, as in Ruff (the run
+    still exits 2); when none is left, MissingPathError."""
+    existing = [path for path in paths if os.path.lexists(path)]  # a broken link exists: reading it says why not
+    missing = [path for path in paths if not os.path.lexists(path)]
+    if not existing:
+        raise MissingPathError(f"{', '.join(missing)}: no such file or directory")
+    for path in missing:
+        warn(f"{path}: no such file or directory, skipped")
+    return existing
+
+
 def discover(paths: Sequence[str], excluder: Excluder, warn: Warn, force_exclude: bool = False) -> list[str]:
     """Files to check, in a stable order. Named files are checked even when excluded, unless forced.
     What is not a regular file (a named pipe, a device) or not Python is skipped with a warning."""
     found: dict[str, None] = {}
     for raw in paths:
-        if not os.path.lexists(raw):
-            raise MissingPathError(f"{raw}: no such file or directory")
         if force_exclude and excluder.excludes(raw):
             continue
         if os.path.isdir(raw):

@@ -86,3 +86,22 @@ def test_a_named_file_that_is_not_python_is_skipped_with_a_warning(folder: Path)
     assert alone.stderr == "warning: notes.txt: not a Python file, skipped\nwarning: no Python files found under the given paths\n"
     assert summary("notes.txt") == "All checks passed! (0 files checked)"
 
+
+
+def test_a_missing_path_among_several_is_a_warning_and_the_others_are_checked(folder: Path) -> None:
+    (folder / "a.py").write_text(SAVE)
+    (folder / "sub").mkdir()
+    (folder / "sub" / "b.py").write_text(SAVE)
+    result = check("a.py", "missing.py", "sub")
+    assert result.exit_code == 2, result.output  # the README's promise for a missing path, once the rest is reported
+    assert result.stderr == "warning: missing.py: no such file or directory, skipped\n"
+    assert found(result) == [("a.py", "PFL201", 6), ("sub/b.py", "PFL201", 6)]
+    assert summary("a.py", "missing.py", "sub") == "Found 2 diagnostics in 2 of 2 files checked."
+    clean = check("--exit-zero", "a.py", "missing.py")
+    assert (clean.exit_code, clean.stderr) == (2, "warning: missing.py: no such file or directory, skipped\n")
+
+
+def test_every_path_missing_is_an_error(folder: Path) -> None:
+    result = check("missing.py", "gone")
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == "error: missing.py, gone: no such file or directory\n"
