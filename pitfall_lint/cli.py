@@ -83,6 +83,7 @@ def _load_selection(
 @click.option("--exclude", multiple=True, help="Glob patterns of files and folders to skip (replaces the configured list).")
 @click.option("--extend-exclude", multiple=True, help="Glob patterns to skip in addition to the configured ones.")
 @click.option("--force-exclude", is_flag=True, help="Apply the exclusions to paths named on the command line too (for pre-commit).")
+@click.option("--respect-gitignore/--no-respect-gitignore", default=None, help="Skip what .gitignore, .ignore and .git/info/exclude leave out (default: on, or the configured respect-gitignore).")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
 @click.option("--no-cache", is_flag=True, help="Check every file afresh and leave .pitfall_lint_cache alone.")
 @click.option("--show-source", is_flag=True, help="Show the offending lines with a caret under the span and the fix hint.")
@@ -103,6 +104,7 @@ def check(
     exclude: tuple[str, ...],
     extend_exclude: tuple[str, ...],
     force_exclude: bool,
+    respect_gitignore: bool | None,
     config_path: str | None,
     exit_zero: bool,
     no_cache: bool,
@@ -120,7 +122,7 @@ def check(
     try:
         config, rules, ignored = _load_selection(config_path, select, extend_select, ignore)
         patterns = [*(_split(exclude) or config.exclude), *config.extend_exclude, *_split(extend_exclude)]
-        excluder = Excluder(patterns, config.root)
+        excluder = Excluder(patterns, config.root, config.respect_gitignore if respect_gitignore is None else respect_gitignore)
         requested = paths or (".",)
         named = existing_paths(requested, _warn)
         files = discover(named, excluder, _warn, force_exclude)
@@ -256,7 +258,7 @@ def verify(
         config, rules, _ = _load_selection(config_path, select, extend_select, ignore)
     except ConfigError as error:
         _fail(str(error))
-    settings = ProjectSettings(Excluder([*config.exclude, *config.extend_exclude], config.root), config.data_parallel)  # type: ignore[arg-type]
+    settings = ProjectSettings(Excluder([*config.exclude, *config.extend_exclude], config.root, config.respect_gitignore), config.data_parallel)  # type: ignore[arg-type]
     options = VerifyOptions(nproc, device, timeout, steps, example, script_args, allow_network)
     progress = _Progress()
     _interrupt_on_termination()

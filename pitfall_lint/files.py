@@ -9,6 +9,8 @@ import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
+from pitfall_lint.ignore_files import GitIgnore
+
 PYTHON_SUFFIXES = (".py", ".ipynb")
 # A file named on the command line is Python with one of these, or a python shebang (pre-commit tags both `python`).
 NAMED_PYTHON_SUFFIXES = (*PYTHON_SUFFIXES, ".pyi", ".pyw")
@@ -40,9 +42,10 @@ class MissingPathError(Exception):
 class Excluder:
     """Glob patterns as in Ruff: one without a slash matches the name of a file or folder at any depth
     (`generated` leaves out every folder of that name and all below it); one with a slash matches the
-    path relative to the root, the configuration's folder."""
+    path relative to the root, the configuration's folder. And, unless told not to, what git ignores."""
 
-    def __init__(self, patterns: Iterable[str], root: Path) -> None:
+    def __init__(self, patterns: Iterable[str], root: Path, respect_gitignore: bool = True) -> None:
+        self.git = GitIgnore() if respect_gitignore else None
         names: list[str] = []
         paths: list[str] = []
         for raw in patterns:
@@ -69,8 +72,11 @@ class Excluder:
         return any(fnmatch.fnmatchcase(relative, p) for p in self._paths)
 
     def excludes(self, path: Path | str) -> bool:
-        """Whether the path or a folder above it (up to the root) is excluded: Ruff's test of a named path
-        under --force-exclude, so that a staged `third_party/x.py` is left out by `third_party`."""
+        """Whether the path or a folder above it (up to the root) is excluded or ignored by git: Ruff's test of a
+        named path under --force-exclude, so that a staged `third_party/x.py` is left out by `third_party`."""
+        return self._matches_above(path) or (self.git is not None and self.git.ignores(path))
+
+    def _matches_above(self, path: Path | str) -> bool:
         if not (self._names or self._paths):
             return False
         current = os.path.abspath(path)
@@ -118,24 +124,25 @@ def _is_python(path: str) -> bool:
 
 
 def _walk(folder: str, excluder: Excluder, warn: Warn) -> Iterator[str]:
-    pending = [folder]
+    pending = [(folder, excluder.git.rules_above(folder) if excluder.git is not None else None)]
     while pending:
-        directory = pending.pop()
+        directory, above = pending.pop()
         try:
             with os.scandir(directory) as scan:
                 entries = sorted(scan, key=lambda entry: entry.name)
         except OSError as error:
             warn(f"{Path(directory)}: cannot read the folder ({error.strerror or error}), skipped")
             continue
+        rules = above.inside(os.path.abspath(directory), {entry.name for entry in entries}) if above is not None else None
         subdirectories = []
         for entry in entries:
             name = entry.name
             if entry.is_dir(follow_symlinks=False):
                 if name in DEFAULT_EXCLUDED_DIRECTORIES or name.endswith(".egg-info") or _is_virtual_environment(entry.path):
                     continue
-                if not excluder.matches(entry.path):
-                    subdirectories.append(entry.path)
-            elif name.endswith(PYTHON_SUFFIXES) and not excluder.matches(entry.path):
+                if not excluder.matches(entry.path) and not (rules and rules.ignores(name, True)):
+                    subdirectories.append((entry.path, rules))
+            elif name.endswith(PYTHON_SUFFIXES) and not excluder.matches(entry.path) and not (rules and rules.ignores(name, False)):
                 try:
                     regular = entry.is_file()
                     linked_folder = not regular and entry.is_dir()

@@ -1,9 +1,12 @@
-"""Which files a check reads, as Ruff picks them: a file named is read as Python when its suffix or its shebang says
-so, and skipped with a warning otherwise."""
+"""Which files a check reads, as Ruff picks them: what git ignores is left out of a folder walk (.gitignore, .ignore,
+.git/info/exclude, read with git's precedence); a file named is read as Python when its suffix or its shebang says
+so, and skipped with a warning otherwise; a missing path among others is a warning."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -105,3 +108,185 @@ def test_every_path_missing_is_an_error(folder: Path) -> None:
     result = check("missing.py", "gone")
     assert (result.exit_code, result.stdout) == (2, "")
     assert result.stderr == "error: missing.py, gone: no such file or directory\n"
+
+
+
+def make(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
+def git_init(root: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+
+
+def checked(*args: str) -> list[str]:
+    """The files that reported their PFL201: every Python file of these tests saves on every rank."""
+    result = check(*args)
+    assert result.exit_code in (0, 1), result.output
+    assert all(code == "PFL201" for _, code, _ in found(result))
+    return [path for path, _, _ in found(result)]
+
+
+# A W&B run folder and a Hydra output folder, each with a snapshot of the training script.
+ML_REPOSITORY = {
+    ".gitignore": "wandb/\noutputs/\n",
+    "train.py": SAVE,
+    "model.py": SAVE,
+    "wandb/run-20240101_000000-abc/files/code/train.py": SAVE,
+    "outputs/2024-01-01/12-00-00/train.py": SAVE,
+}
+
+
+def test_the_folders_a_gitignore_lists_are_not_walked(folder: Path) -> None:
+    git_init(folder)
+    make(folder, ML_REPOSITORY)
+    result = check(".")
+    assert result.exit_code == 1, result.output
+    assert found(result) == [("model.py", "PFL201", 6), ("train.py", "PFL201", 6)]
+    assert result.stderr == ""
+    assert summary(".") == "Found 2 diagnostics in 2 of 2 files checked."
+    assert checked() == ["model.py", "train.py"]  # the current folder by default
+
+
+def test_the_option_and_the_setting_turn_it_off(folder: Path) -> None:
+    git_init(folder)
+    make(folder, ML_REPOSITORY)
+    everything = ["model.py", "outputs/2024-01-01/12-00-00/train.py", "train.py", "wandb/run-20240101_000000-abc/files/code/train.py"]
+    assert checked("--no-respect-gitignore", ".") == everything
+    (folder / "pyproject.toml").write_text("[tool.pitfall-lint]\nrespect-gitignore = false\n")
+    assert checked(".") == everything
+    assert checked("--respect-gitignore", ".") == ["model.py", "train.py"]  # the command line wins
+    (folder / "pyproject.toml").write_text('[tool.pitfall-lint]\nrespect-gitignore = "no"\n')
+    result = check(".")
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == f"error: {folder / 'pyproject.toml'}: [tool.pitfall-lint] respect-gitignore: expected true or false, got 'no'\n"
+
+
+def test_a_named_ignored_file_is_checked_unless_force_exclude(folder: Path) -> None:
+    git_init(folder)
+    make(folder, {**ML_REPOSITORY, ".gitignore": "outputs/\nscratch.py\n", "scratch.py": SAVE})
+    snapshot = "outputs/2024-01-01/12-00-00/train.py"
+    assert checked(snapshot, "scratch.py", "train.py") == [snapshot, "scratch.py", "train.py"]
+    # pre-commit's hook passes --force-exclude: an ignored file staged with `git add -f` is skipped, as Ruff does.
+    assert checked("--force-exclude", snapshot, "scratch.py", "train.py") == ["train.py"]
+    assert checked("--force-exclude", "--no-respect-gitignore", snapshot, "scratch.py") == [snapshot, "scratch.py"]
+    # A folder named is walked, as a file named is checked; with --force-exclude it is skipped.
+    assert checked("outputs") == [snapshot]
+    assert checked("--force-exclude", "outputs", "train.py") == ["train.py"]
+
+
+def test_a_deeper_gitignore_overrides_a_shallower_one(folder: Path) -> None:
+    git_init(folder)
+    make(
+        folder,
+        {
+            ".gitignore": "generated_*.py\n",
+            "pkg/.gitignore": "!generated_keep.py\nlocal.py\n",
+            "generated_a.py": SAVE,
+            "local.py": SAVE,  # pkg's pattern holds below pkg only
+            "pkg/generated_b.py": SAVE,
+            "pkg/generated_keep.py": SAVE,
+            "pkg/local.py": SAVE,
+            "pkg/sub/local.py": SAVE,
+            "pkg/sub/run.py": SAVE,
+        },
+    )
+    assert checked(".") == ["local.py", "pkg/generated_keep.py", "pkg/sub/run.py"]
+    # The same rules when the walk starts below the repository's root: the parents' files are read.
+    assert checked("pkg") == ["pkg/generated_keep.py", "pkg/sub/run.py"]
+    assert checked("pkg/sub") == ["pkg/sub/run.py"]
+
+
+def test_negation_and_what_git_cannot_take_back(folder: Path) -> None:
+    git_init(folder)
+    make(
+        folder,
+        {
+            ".gitignore": "scratch_*.py\n!scratch_keep.py\noutputs/\n!outputs/keep.py\nruns/*\n!runs/keep.py\n",
+            "scratch_a.py": SAVE,
+            "scratch_keep.py": SAVE,
+            "outputs/keep.py": SAVE,  # its folder is ignored: git cannot take a file below it back
+            "runs/a.py": SAVE,
+            "runs/keep.py": SAVE,  # `runs/*` ignores what runs/ holds, not runs/ itself
+        },
+    )
+    assert checked(".") == ["runs/keep.py", "scratch_keep.py"]
+    assert checked(".") == git_untracked_python_files(folder)
+
+
+def git_untracked_python_files(root: Path) -> list[str]:
+    """What git itself says is not ignored."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--others", "--exclude-standard"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout
+    return sorted(path for path in listed.splitlines() if path.endswith(".py"))
+
+
+def test_the_exclude_file_of_the_repository_and_ignore_files(folder: Path) -> None:
+    git_init(folder)
+    make(
+        folder,
+        {
+            ".git/info/exclude": "# git's own comments\nlocal_*.py\n",
+            ".gitignore": "!local_kept.py\nvendored/\n",  # a .gitignore overrides the exclude file
+            ".ignore": "!vendored/\nslow/\n",  # an .ignore overrides a .gitignore, as in ripgrep and Ruff
+            "local_a.py": SAVE,
+            "local_kept.py": SAVE,
+            "slow/a.py": SAVE,
+            "vendored/a.py": SAVE,
+            "train.py": SAVE,
+        },
+    )
+    assert checked(".") == ["local_kept.py", "train.py", "vendored/a.py"]
+
+
+def test_outside_a_git_repository_the_gitignore_files_walked_count(folder: Path) -> None:
+    make(folder, {**ML_REPOSITORY, "sub/.gitignore": "generated.py\n", "sub/generated.py": SAVE, "sub/run.py": SAVE})
+    assert checked(".") == ["model.py", "sub/run.py", "train.py"]
+    # Without a repository to say where the project ends, those above the folder walked do not.
+    assert checked("outputs") == ["outputs/2024-01-01/12-00-00/train.py"]
+    assert checked("sub") == ["sub/run.py"]
+    assert checked("--force-exclude", "outputs/2024-01-01/12-00-00/train.py", "sub") == ["outputs/2024-01-01/12-00-00/train.py", "sub/run.py"]
+
+
+def test_a_repository_inside_another_has_gitignore_files_of_its_own(folder: Path) -> None:
+    git_init(folder)
+    git_init(folder / "third_party" / "lib")
+    make(
+        folder,
+        {
+            ".gitignore": "build_*.py\n",
+            "build_a.py": SAVE,
+            "third_party/lib/build_b.py": SAVE,  # git reads the outer .gitignore in the outer repository only
+            "third_party/lib/.gitignore": "tmp.py\n",
+            "third_party/lib/tmp.py": SAVE,
+        },
+    )
+    assert checked(".") == ["third_party/lib/build_b.py"]
+    assert checked("third_party/lib") == ["third_party/lib/build_b.py"]
+
+
+PROBE = """
+import sys
+from click.testing import CliRunner
+from pitfall_lint.cli import main
+result = CliRunner().invoke(main, ["check", "--no-cache", *sys.argv[1:]])
+print(result.exit_code, "pathspec" in sys.modules)
+"""
+
+
+def test_pathspec_is_imported_only_where_a_walk_meets_a_pattern(folder: Path) -> None:
+    make(folder, {"train.py": SAVE, "outputs/train.py": SAVE, "model.py": SAVE})
+
+    def probe(*args: str) -> str:
+        return subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, check=True).stdout
+
+    assert probe(".") == "1 False\n"
+    (folder / ".gitignore").write_text("# snapshots of the runs\n\n")
+    assert probe(".") == "1 False\n"
+    (folder / ".gitignore").write_text("outputs/\n")
+    assert probe("train.py") == "1 False\n"  # no walk: the file named is the project
+    assert probe(".") == "1 True\n"
+    assert checked(".") == ["model.py", "train.py"]
