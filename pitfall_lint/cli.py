@@ -95,6 +95,7 @@ def _load_selection(
 @click.option("--baseline", "baseline_path", type=click.Path(dir_okay=False, readable=False), help="Report only findings not recorded in this baseline file.")
 @click.option("--write-baseline", "write_baseline_path", type=click.Path(dir_okay=False), help="Record today's findings in this file and exit 0.")
 @click.option("--project-root", type=click.Path(file_okay=False), help="The folder whose files make up the project (default: the nearest folder with pyproject.toml, setup.py, setup.cfg or .git).")
+@click.option("--show-files", is_flag=True, help="List the files that would be checked, one per line, and check nothing.")
 def check(
     paths: tuple[str, ...],
     output_format: str,
@@ -117,6 +118,7 @@ def check(
     baseline_path: str | None,
     write_baseline_path: str | None,
     project_root: str | None,
+    show_files: bool,
 ) -> None:
     """Check PATHS (files or folders; the current folder by default)."""
     try:
@@ -133,8 +135,11 @@ def check(
     settings = ProjectSettings(excluder, config.data_parallel, Path(project_root) if project_root else None)  # type: ignore[arg-type]
     if not files:
         _warn("no Python files found under the given paths")
-    diagnostics: list[Diagnostic] = []
     errors = len(requested) - len(named)  # a missing path: the others are reported, and the run exits 2
+    if show_files:
+        click.echo("".join(f"{path}\n" for path in sorted(display_path(f) for f in files)), nl=False)
+        sys.exit(EXIT_ERROR if errors else EXIT_CLEAN)
+    diagnostics: list[Diagnostic] = []
     # Trees hold hundreds of thousands of objects, none in a cycle: at the collector's default pace it read the
     # whole heap again and again (a tenth of a cold run). What cycles there are, it still collects.
     gc.set_threshold(100_000, 20, 100)

@@ -290,3 +290,26 @@ def test_pathspec_is_imported_only_where_a_walk_meets_a_pattern(folder: Path) ->
     assert probe("train.py") == "1 False\n"  # no walk: the file named is the project
     assert probe(".") == "1 True\n"
     assert checked(".") == ["model.py", "train.py"]
+
+
+def test_show_files_lists_what_would_be_checked_and_checks_nothing(folder: Path) -> None:
+    git_init(folder)
+    make(
+        folder,
+        {
+            **ML_REPOSITORY,
+            "pyproject.toml": '[tool.pitfall-lint]\nexclude = ["generated"]\n',
+            "generated/x.py": SAVE,
+            "src/pkg/__init__.py": "",
+            "src/pkg/notebook.ipynb": "{}",  # not valid as a notebook: nothing reads it
+            "src/pkg/stub.pyi": SAVE,
+            "zz.py": SAVE,
+        },
+    )
+    result = CliRunner().invoke(main, ["check", "--show-files"], catch_exceptions=False)
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert result.stdout == "model.py\nsrc/pkg/__init__.py\nsrc/pkg/notebook.ipynb\ntrain.py\nzz.py\n"
+    assert not (folder / ".pitfall_lint_cache").exists()
+    named = CliRunner().invoke(main, ["check", "--show-files", "--no-respect-gitignore", "zz.py", "outputs", "notes.txt"])
+    assert (named.exit_code, named.stderr) == (2, "warning: notes.txt: no such file or directory, skipped\n")
+    assert named.stdout == "outputs/2024-01-01/12-00-00/train.py\nzz.py\n"
