@@ -42,7 +42,7 @@ def _read(path: str) -> _Patterns | None:
     if not os.path.isfile(path):
         return None
     try:
-        with open(path, encoding="utf-8", errors="surrogateescape") as handle:
+        with open(path, encoding="utf-8-sig", errors="surrogateescape") as handle:  # git skips a BOM too
             lines = handle.read().splitlines()
     except OSError:
         return None

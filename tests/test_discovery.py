@@ -313,3 +313,11 @@ def test_show_files_lists_what_would_be_checked_and_checks_nothing(folder: Path)
     named = CliRunner().invoke(main, ["check", "--show-files", "--no-respect-gitignore", "zz.py", "outputs", "notes.txt"])
     assert (named.exit_code, named.stderr) == (2, "warning: notes.txt: no such file or directory, skipped\n")
     assert named.stdout == "outputs/2024-01-01/12-00-00/train.py\nzz.py\n"
+
+
+def test_a_gitignore_written_with_a_byte_order_mark(folder: Path) -> None:
+    git_init(folder)
+    make(folder, ML_REPOSITORY)
+    (folder / ".gitignore").write_bytes(b"\xef\xbb\xbfwandb/\r\noutputs/\r\n")  # as Notepad saves it; git skips the mark
+    assert checked(".") == ["model.py", "train.py"]
+    assert checked(".") == git_untracked_python_files(folder)
