@@ -19,7 +19,7 @@ from pitfall_lint.diagnostic import PARSE_ERROR, Diagnostic
 from pitfall_lint.docs import rule_document
 from pitfall_lint import baseline
 from pitfall_lint.checking import ProjectSettings, check_paths
-from pitfall_lint.files import Excluder, MissingPathError, discover, display_path, special_kind
+from pitfall_lint.files import Excluder, MissingPathError, discover, display_path, existing_paths, special_kind
 from pitfall_lint.report import Report, writers
 from pitfall_lint.rules.base import Rule
 from pitfall_lint.selection import nearest_config, rule_infos, selected_rules
@@ -83,6 +83,7 @@ def _load_selection(
 @click.option("--exclude", multiple=True, help="Glob patterns of files and folders to skip (replaces the configured list).")
 @click.option("--extend-exclude", multiple=True, help="Glob patterns to skip in addition to the configured ones.")
 @click.option("--force-exclude", is_flag=True, help="Apply the exclusions to paths named on the command line too (for pre-commit).")
+@click.option("--respect-gitignore/--no-respect-gitignore", default=None, help="Skip what .gitignore, .ignore and .git/info/exclude leave out (default: on, or the configured respect-gitignore).")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
 @click.option("--no-cache", is_flag=True, help="Check every file afresh and leave .pitfall_lint_cache alone.")
 @click.option("--show-source", is_flag=True, help="Show the offending lines with a caret under the span and the fix hint.")
@@ -94,6 +95,7 @@ def _load_selection(
 @click.option("--baseline", "baseline_path", type=click.Path(dir_okay=False, readable=False), help="Report only findings not recorded in this baseline file.")
 @click.option("--write-baseline", "write_baseline_path", type=click.Path(dir_okay=False), help="Record today's findings in this file and exit 0.")
 @click.option("--project-root", type=click.Path(file_okay=False), help="The folder whose files make up the project (default: the nearest folder with pyproject.toml, setup.py, setup.cfg or .git).")
+@click.option("--show-files", is_flag=True, help="List the files that would be checked, one per line, and check nothing.")
 def check(
     paths: tuple[str, ...],
     output_format: str,
@@ -103,6 +105,7 @@ def check(
     exclude: tuple[str, ...],
     extend_exclude: tuple[str, ...],
     force_exclude: bool,
+    respect_gitignore: bool | None,
     config_path: str | None,
     exit_zero: bool,
     no_cache: bool,
@@ -115,6 +118,7 @@ def check(
     baseline_path: str | None,
     write_baseline_path: str | None,
     project_root: str | None,
+    show_files: bool,
 ) -> None:
     """Check PATHS (files or folders; the current folder by default)."""
     if statistics and output_format not in ("text", "json"):
@@ -122,8 +126,10 @@ def check(
     try:
         config, rules, ignored = _load_selection(config_path, select, extend_select, ignore)
         patterns = [*(_split(exclude) or config.exclude), *config.extend_exclude, *_split(extend_exclude)]
-        excluder = Excluder(patterns, config.root)
-        files = discover(paths or ["."], excluder, _warn, force_exclude)
+        excluder = Excluder(patterns, config.root, config.respect_gitignore if respect_gitignore is None else respect_gitignore)
+        requested = paths or (".",)
+        named = existing_paths(requested, _warn)
+        files = discover(named, excluder, _warn, force_exclude)
     except (ConfigError, MissingPathError) as error:
         _fail(str(error))
     if project_root is not None and not os.path.isdir(project_root):
@@ -131,8 +137,11 @@ def check(
     settings = ProjectSettings(excluder, config.data_parallel, Path(project_root) if project_root else None)  # type: ignore[arg-type]
     if not files:
         _warn("no Python files found under the given paths")
+    errors = len(requested) - len(named)  # a missing path: the others are reported, and the run exits 2
+    if show_files:
+        click.echo("".join(f"{path}\n" for path in sorted(display_path(f) for f in files)), nl=False)
+        sys.exit(EXIT_ERROR if errors else EXIT_CLEAN)
     diagnostics: list[Diagnostic] = []
-    internal_errors = 0
     # Trees hold hundreds of thousands of objects, none in a cycle: at the collector's default pace it read the
     # whole heap again and again (a tenth of a cold run). What cycles there are, it still collects.
     gc.set_threshold(100_000, 20, 100)
@@ -142,14 +151,14 @@ def check(
         from pitfall_lint.fix.session import fix_files  # libcst is loaded only when fixing
 
         outcome = fix_files(run, rules, unsafe_fixes, diff, config.ignored_at)
-        internal_errors += outcome.errors
+        errors += outcome.errors
         if diff:
-            sys.exit(EXIT_ERROR if outcome.errors else EXIT_FINDINGS if outcome.changed_paths else EXIT_CLEAN)
+            sys.exit(EXIT_ERROR if errors else EXIT_FINDINGS if outcome.changed_paths else EXIT_CLEAN)
         # Every file is checked again: a rewrite in one file can change what the project tells another.
         results = check_paths([r.path for r in results], rules, settings, config.root, not no_cache).results
     for result in results:
         if result.internal_error:
-            internal_errors += 1
+            errors += 1
             click.echo(f"error: {result.path}: {result.internal_error}", err=True)
         skipped = config.ignored_at(result.path)
         diagnostics.extend(
@@ -163,7 +172,7 @@ def check(
             _fail(f"{write_baseline_path}: cannot write the baseline: {error.strerror or error}")
         recorded = len(diagnostics)
         click.echo(f"Recorded {recorded} finding{'' if recorded == 1 else 's'} in {write_baseline_path}.", err=True)
-        sys.exit(EXIT_ERROR if internal_errors else EXIT_CLEAN)
+        sys.exit(EXIT_ERROR if errors else EXIT_CLEAN)
     hidden = 0
     if baseline_path:
         try:
@@ -185,7 +194,7 @@ def check(
             _fail(f"{output_file}: cannot write: {error.strerror or error}")
     else:
         writers()[output_format](report, sys.stdout)
-    if internal_errors:
+    if errors:
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_FINDINGS if diagnostics and not exit_zero else EXIT_CLEAN)
 
@@ -258,7 +267,7 @@ def verify(
         config, rules, _ = _load_selection(config_path, select, extend_select, ignore)
     except ConfigError as error:
         _fail(str(error))
-    settings = ProjectSettings(Excluder([*config.exclude, *config.extend_exclude], config.root), config.data_parallel)  # type: ignore[arg-type]
+    settings = ProjectSettings(Excluder([*config.exclude, *config.extend_exclude], config.root, config.respect_gitignore), config.data_parallel)  # type: ignore[arg-type]
     options = VerifyOptions(nproc, device, timeout, steps, example, script_args, allow_network)
     progress = _Progress()
     _interrupt_on_termination()

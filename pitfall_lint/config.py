@@ -21,7 +21,8 @@ _DATA_PARALLEL_KEY = "data-parallel"
 # Which modules the DataParallel-only rules (PFL101-PFL106) look at: those nn.DataParallel can reach in the
 # project ("auto"), every module ("always", for a library whose users wrap), or none ("never").
 DATA_PARALLEL_MODES = ("auto", "always", "never")
-_KNOWN_KEYS = (*_LIST_KEYS, "per-file-ignores", _DATA_PARALLEL_KEY)
+_RESPECT_GITIGNORE_KEY = "respect-gitignore"
+_KNOWN_KEYS = (*_LIST_KEYS, "per-file-ignores", _DATA_PARALLEL_KEY, _RESPECT_GITIGNORE_KEY)
 
 
 class ConfigError(Exception):
@@ -39,6 +40,7 @@ class Config:
     extend_exclude: tuple[str, ...] = ()
     per_file_ignores: dict[str, tuple[str, ...]] = field(default_factory=dict)
     data_parallel: str = "auto"
+    respect_gitignore: bool = True  # skip what .gitignore, .ignore and .git/info/exclude leave out, as Ruff does
 
     @cached_property
     def _resolved_root(self) -> Path:
@@ -121,9 +123,13 @@ def load_config(path: Path | None, known_codes: Sequence[str]) -> Config:
         raise ConfigError(
             f"{path}: [{SECTION}] {_DATA_PARALLEL_KEY}: expected one of {', '.join(map(repr, DATA_PARALLEL_MODES))}, got {data_parallel!r}"
         )
+    respect_gitignore = table.get(_RESPECT_GITIGNORE_KEY, True)
+    if not isinstance(respect_gitignore, bool):
+        raise ConfigError(f"{path}: [{SECTION}] {_RESPECT_GITIGNORE_KEY}: expected true or false, got {respect_gitignore!r}")
     return Config(
         root=path.parent,
         data_parallel=data_parallel,
+        respect_gitignore=respect_gitignore,
         source=path,
         select=values.get("select"),
         extend_select=values.get("extend-select", ()),

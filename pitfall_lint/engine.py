@@ -16,6 +16,8 @@ from pitfall_lint.source import SourceText, decoding_error
 from pitfall_lint.suppress import is_suppressed
 from pitfall_lint.traversal import Handler, traverse
 
+PYTHON_SUFFIX = ".py"
+
 
 @dataclass(frozen=True, slots=True)
 class FileResult:
@@ -64,10 +66,12 @@ class Engine:
 
     def _applicable(self, path: str, data: bytes) -> list[type[Rule]]:
         """The rules for this kind of file whose trigger words it holds: the others cannot report anything."""
+        # What is not a notebook is Python whatever its name: a script `launch` with a python shebang is named too.
+        kind = NOTEBOOK_SUFFIX if path.endswith(NOTEBOOK_SUFFIX) else PYTHON_SUFFIX
         return [
             rule
             for rule, groups in zip(self._rules, self._trigger_bytes)
-            if path.endswith(rule.suffixes)
+            if kind in rule.suffixes
             and all(any(word in data for word in group) for group in groups)
             and rule.may_apply(data)
         ]

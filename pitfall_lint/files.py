@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
+from pitfall_lint.ignore_files import GitIgnore
+
 PYTHON_SUFFIXES = (".py", ".ipynb")
+# A file named on the command line is Python with one of these, or a python shebang (pre-commit tags both `python`).
+NAMED_PYTHON_SUFFIXES = (*PYTHON_SUFFIXES, ".pyi", ".pyw")
+# `#!/usr/bin/env python3`, `#!/usr/bin/python3.11 -u`, `#! python`, `#!/usr/bin/env -S pypy3`: the first line only.
+_PYTHON_SHEBANG = re.compile(rb"#!(?:[^\n]*[\s/])?(?:python|pypy)[0-9.]*(?:\s|$)")
+_SHEBANG_LENGTH = 4096
 # Never ours to check: version control, virtual environments, caches and build output.
 DEFAULT_EXCLUDED_DIRECTORIES = frozenset(
     {
@@ -28,15 +36,16 @@ Warn = Callable[[str], None]
 
 
 class MissingPathError(Exception):
-    pass
+    """None of the paths named exists: nothing to check."""
 
 
 class Excluder:
     """Glob patterns as in Ruff: one without a slash matches the name of a file or folder at any depth
     (`generated` leaves out every folder of that name and all below it); one with a slash matches the
-    path relative to the root, the configuration's folder."""
+    path relative to the root, the configuration's folder. And, unless told not to, what git ignores."""
 
-    def __init__(self, patterns: Iterable[str], root: Path) -> None:
+    def __init__(self, patterns: Iterable[str], root: Path, respect_gitignore: bool = True) -> None:
+        self.git = GitIgnore() if respect_gitignore else None
         names: list[str] = []
         paths: list[str] = []
         for raw in patterns:
@@ -63,8 +72,11 @@ class Excluder:
         return any(fnmatch.fnmatchcase(relative, p) for p in self._paths)
 
     def excludes(self, path: Path | str) -> bool:
-        """Whether the path or a folder above it (up to the root) is excluded: Ruff's test of a named path
-        under --force-exclude, so that a staged `third_party/x.py` is left out by `third_party`."""
+        """Whether the path or a folder above it (up to the root) is excluded or ignored by git: Ruff's test of a
+        named path under --force-exclude, so that a staged `third_party/x.py` is left out by `third_party`."""
+        return self._matches_above(path) or (self.git is not None and self.git.ignores(path))
+
+    def _matches_above(self, path: Path | str) -> bool:
         if not (self._names or self._paths):
             return False
         current = os.path.abspath(path)
@@ -99,25 +111,38 @@ def _keep(path: str, warn: Warn) -> bool:
     return kind is None
 
 
+def _is_python(path: str) -> bool:
+    """A named file's suffix, else its first line; one that cannot be read is kept, and reading it reports why."""
+    if path.endswith(NAMED_PYTHON_SUFFIXES):
+        return True
+    try:
+        with open(path, "rb") as handle:
+            first_line = handle.readline(_SHEBANG_LENGTH)
+    except OSError:
+        return True
+    return _PYTHON_SHEBANG.match(first_line) is not None
+
+
 def _walk(folder: str, excluder: Excluder, warn: Warn) -> Iterator[str]:
-    pending = [folder]
+    pending = [(folder, excluder.git.rules_above(folder) if excluder.git is not None else None)]
     while pending:
-        directory = pending.pop()
+        directory, above = pending.pop()
         try:
             with os.scandir(directory) as scan:
                 entries = sorted(scan, key=lambda entry: entry.name)
         except OSError as error:
             warn(f"{Path(directory)}: cannot read the folder ({error.strerror or error}), skipped")
             continue
+        rules = above.inside(os.path.abspath(directory), {entry.name for entry in entries}) if above is not None else None
         subdirectories = []
         for entry in entries:
             name = entry.name
             if entry.is_dir(follow_symlinks=False):
                 if name in DEFAULT_EXCLUDED_DIRECTORIES or name.endswith(".egg-info") or _is_virtual_environment(entry.path):
                     continue
-                if not excluder.matches(entry.path):
-                    subdirectories.append(entry.path)
-            elif name.endswith(PYTHON_SUFFIXES) and not excluder.matches(entry.path):
+                if not excluder.matches(entry.path) and not (rules and rules.ignores(name, True)):
+                    subdirectories.append((entry.path, rules))
+            elif name.endswith(PYTHON_SUFFIXES) and not excluder.matches(entry.path) and not (rules and rules.ignores(name, False)):
                 try:
                     regular = entry.is_file()
                     linked_folder = not regular and entry.is_dir()
@@ -129,19 +154,33 @@ def _walk(folder: str, excluder: Excluder, warn: Warn) -> Iterator[str]:
         pending.extend(reversed(subdirectories))  # depth first, in name order
 
 
+def existing_paths(paths: Sequence[str], warn: Warn) -> list[str]:
+    """The paths named that exist. A missing one is a warning while another is left to check, as in Ruff (the run
+    still exits 2); when none is left, MissingPathError."""
+    existing = [path for path in paths if os.path.lexists(path)]  # a broken link exists: reading it says why not
+    missing = [path for path in paths if not os.path.lexists(path)]
+    if not existing:
+        raise MissingPathError(f"{', '.join(missing)}: no such file or directory")
+    for path in missing:
+        warn(f"{path}: no such file or directory, skipped")
+    return existing
+
+
 def discover(paths: Sequence[str], excluder: Excluder, warn: Warn, force_exclude: bool = False) -> list[str]:
     """Files to check, in a stable order. Named files are checked even when excluded, unless forced.
-    What is not a regular file (a named pipe, a device) is skipped with a warning."""
+    What is not a regular file (a named pipe, a device) or not Python is skipped with a warning."""
     found: dict[str, None] = {}
     for raw in paths:
-        if not os.path.lexists(raw):
-            raise MissingPathError(f"{raw}: no such file or directory")
         if force_exclude and excluder.excludes(raw):
             continue
         if os.path.isdir(raw):
             found.update((path, None) for path in _walk(raw, excluder, warn))
-        elif _keep(raw, warn):
+        elif not _keep(raw, warn):
+            continue
+        elif _is_python(raw):
             found[str(Path(raw))] = None  # even a broken link: reading it reports why it cannot be checked
+        else:
+            warn(f"{Path(raw)}: not a Python file, skipped")
     return list(found)
 
 

@@ -19,7 +19,8 @@ class Rule:
     # Source substrings that must appear for the rule to apply: every group must have one of its
     # words in the file. A file that no enabled rule could apply to is not parsed at all.
     triggers: ClassVar[tuple[tuple[str, ...], ...]]
-    # The kinds of file the pitfall exists in: a notebook-only rule never costs a .py file its parse.
+    # The kinds of file the pitfall exists in: a notebook-only rule never costs a .py file its parse. Any file that is
+    # not a notebook is of the kind `.py`, whatever its name (a script named `launch` with a python shebang).
     suffixes: ClassVar[tuple[str, ...]] = (".py", ".ipynb")
     # Node types passed to `visit`, in source order, during the engine's one traversal.
     subscriptions: ClassVar[tuple[type[ast.AST], ...]] = ()

@@ -1,0 +1,136 @@
+"""What git ignores, for the folder walk, as Ruff's `respect-gitignore` decides it: `.gitignore` and `.ignore` files
+and the repository's `.git/info/exclude`, matched by pathspec's implementation of git's patterns.
+
+pathspec is imported only when a walk meets a file that holds a pattern: a run on the files named, with no ignore
+file around them, does without it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
+
+GIT = ".git"
+GITIGNORE = ".gitignore"
+# ripgrep's and Ruff's file of patterns for tools, not git: it overrides a .gitignore, whatever their depths.
+IGNORE = ".ignore"
+
+
+@dataclass(frozen=True)
+class _Patterns:
+    """One file's patterns, as they apply in a folder at or below the file's."""
+
+    spec: GitIgnoreSpec
+    where: str = ""  # that folder, relative to the file's, with a trailing slash ("" in the file's own folder)
+
+    def below(self, name: str) -> _Patterns:
+        return _Patterns(self.spec, f"{self.where}{name}/")
+
+    def verdict(self, name: str, is_folder: bool) -> bool | None:
+        """True: ignored; False: taken back by a `!` pattern; None: no pattern matches. Git's last match decides."""
+        return self.spec.check_file(f"{self.where}{name}/" if is_folder else f"{self.where}{name}").include
+
+
+def _read(path: str) -> _Patterns | None:
+    """None when the file holds no pattern (the exclude file of `git init` holds comments only) or cannot be read
+    (git goes on without it too); a named pipe is never read."""
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8-sig", errors="surrogateescape") as handle:  # git skips a BOM too
+            lines = handle.read().splitlines()
+    except OSError:
+        return None
+    if not any(line.strip() and not line.startswith("#") for line in lines):
+        return None
+    from pathspec import GitIgnoreSpec
+
+    return _Patterns(GitIgnoreSpec.from_lines(lines))
+
+
+@dataclass(frozen=True)
+class IgnoreRules:
+    """The patterns in force in one folder of a walk, each kind deepest first, as git reads them: a deeper file's
+    patterns override a shallower one's, and every .gitignore overrides the repository's exclude file."""
+
+    ignore_files: tuple[_Patterns, ...] = ()
+    gitignore_files: tuple[_Patterns, ...] = ()
+    exclude_file: tuple[_Patterns, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.ignore_files or self.gitignore_files or self.exclude_file)
+
+    def ignores(self, name: str, is_folder: bool) -> bool:
+        """Of a file or folder in the folder these rules are for."""
+        for patterns in (*self.ignore_files, *self.gitignore_files, *self.exclude_file):
+            verdict = patterns.verdict(name, is_folder)
+            if verdict is not None:
+                return verdict
+        return False
+
+    def inside(self, folder: str, names: Collection[str]) -> IgnoreRules:
+        """The rules of `folder`, a folder in the one these rules are for, given the names it holds: its own files
+        first. A repository of its own (a submodule, a clone) starts afresh, as git reads it; `.ignore` files go on."""
+        name = os.path.basename(folder)
+        ignore_files = tuple(patterns.below(name) for patterns in self.ignore_files)
+        gitignore_files = tuple(patterns.below(name) for patterns in self.gitignore_files)
+        exclude_file = tuple(patterns.below(name) for patterns in self.exclude_file)
+        if GIT in names:
+            gitignore_files, exclude_file = (), _optional(_read(os.path.join(folder, GIT, "info", "exclude")))
+        if IGNORE in names:
+            ignore_files = (*_optional(_read(os.path.join(folder, IGNORE))), *ignore_files)
+        if GITIGNORE in names:
+            gitignore_files = (*_optional(_read(os.path.join(folder, GITIGNORE))), *gitignore_files)
+        return IgnoreRules(ignore_files, gitignore_files, exclude_file)
+
+
+def _optional(patterns: _Patterns | None) -> tuple[_Patterns, ...]:
+    return () if patterns is None else (patterns,)
+
+
+def _names_in(folder: str) -> list[str]:
+    """Which of the names the rules look for the folder holds (a `.git` file too: a worktree, a submodule)."""
+    return [name for name in (GIT, IGNORE, GITIGNORE) if os.path.lexists(os.path.join(folder, name))]
+
+
+class GitIgnore:
+    """What git ignores around the paths of one run, each folder above them read once (pre-commit names many files
+    of a few folders)."""
+
+    def __init__(self) -> None:
+        self._folders: dict[str, tuple[IgnoreRules, bool] | None] = {}
+
+    def rules_in(self, folder: str) -> tuple[IgnoreRules, bool] | None:
+        """The rules in force in `folder` (absolute), its own files included, read from the root of its git
+        repository down, and whether they ignore it or a folder above it; None outside a repository, where only
+        the folders walked count."""
+        if folder not in self._folders:
+            parent = os.path.dirname(folder)
+            above = self.rules_in(parent) if parent != folder else None
+            names = _names_in(folder)
+            if above is None and GIT not in names:
+                self._folders[folder] = None
+            else:
+                rules, ignored = above or (IgnoreRules(), False)
+                # A repository of its own is read as git reads it, whatever the one around it ignores.
+                ignored = GIT not in names and (ignored or rules.ignores(os.path.basename(folder), True))
+                self._folders[folder] = (rules.inside(folder, names), ignored)
+        return self._folders[folder]
+
+    def ignores(self, path: str | os.PathLike[str]) -> bool:
+        """Whether git ignores the path or a folder above it (never outside a repository)."""
+        absolute = os.path.abspath(path)
+        parent, name = os.path.split(absolute)
+        around = self.rules_in(parent)
+        return around is not None and (around[1] or around[0].ignores(name, os.path.isdir(absolute)))
+
+    def rules_above(self, folder: str) -> IgnoreRules:
+        """The rules a walk of `folder` starts from. A folder ignored is walked when named, as a named file is
+        checked: the ignore files below it still count."""
+        around = self.rules_in(os.path.dirname(os.path.abspath(folder)))
+        return around[0] if around is not None and not self.ignores(folder) else IgnoreRules()
