@@ -231,3 +231,32 @@ def test_hook_passes_fixed_file(hook_setup: HookSetup, tmp_path: Path) -> None:
     # "Passed", not "Skipped": the hook must actually have been given the file.
     status = re.compile(rf"^{HOOK_ID}\.+Passed$", re.MULTILINE)
     assert status.search(proc.stdout), _describe(proc)
+
+
+LAUNCHER = b"#!/usr/bin/env python\n" + BAD_SAVE
+CLEAN_MODULES = {f"pkg/module_{index}.py": f"VALUE = {index}\n".encode() for index in range(8)}
+SUMMARY = re.compile(r"^(Found \d+ diagnostics? in \d+ of |All checks passed! \()(?P<files>\d+) files? checked")
+
+
+@pytest.mark.parametrize("config", ["hook-repository", "readme-snippet"])
+def test_one_report_over_every_staged_file(config: str, hook_setup: HookSetup, tmp_path: Path) -> None:
+    """Eight modules, a notebook and an extensionless executable script with a python shebang (pre-commit tags it
+    `python`): the hook runs once over all ten (`require_serial: true`), so one report, one summary, and the
+    script's finding is shown."""
+    workdir = tmp_path / "repo"
+    workdir.mkdir()
+    files = {**CLEAN_MODULES, "nb.ipynb": (NOTEBOOKS / "bad.ipynb").read_bytes(), "launch": LAUNCHER}
+    env = hook_setup.env
+    if config == "readme-snippet":
+        files[".pre-commit-config.yaml"] = _readme_hook_config().encode()
+        path = os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]
+        env = _clean_env(PRE_COMMIT_HOME=str(tmp_path / "pre-commit-home"), PATH=path)
+    _stage(workdir, files)
+    (workdir / "launch").chmod(0o755)
+    _git(workdir, "add", "-A")
+    proc = _run_on_staged(workdir, env, hook_setup.config if config == "hook-repository" else None)
+    assert proc.returncode == 1, _describe(proc)
+    summaries = [match for line in proc.stdout.splitlines() if (match := SUMMARY.match(line))]
+    assert [int(match["files"]) for match in summaries] == [10], _describe(proc)
+    findings = [line.split(" ", 2)[:2] for line in proc.stdout.splitlines() if ": PFL" in line]
+    assert findings == [["launch:25:5:", "PFL201"], ["nb.ipynb:cell", "4:1:1:"]], _describe(proc)
