@@ -61,6 +61,7 @@ def _rule_selection(f: Callable[..., None]) -> Callable[..., None]:
         click.option("--select", multiple=True, help="Only these codes or prefixes (comma-separated, repeatable; ALL for every rule)."),
         click.option("--extend-select", multiple=True, help="Codes or prefixes to add to the selection."),
         click.option("--ignore", multiple=True, help="Codes or prefixes to leave out."),
+        click.option("--preview/--no-preview", default=None, help="Run the preview rules too (new, or below the first-run bar); overrides the configured `preview`."),
         click.option("--config", "config_path", type=click.Path(dir_okay=False, readable=False), help="A pyproject.toml to read instead of the nearest one."),
     )):
         f = option(f)
@@ -68,11 +69,19 @@ def _rule_selection(f: Callable[..., None]) -> Callable[..., None]:
 
 
 def _load_selection(
-    config_path: str | None, select: tuple[str, ...], extend_select: tuple[str, ...], ignore: tuple[str, ...]
+    config_path: str | None,
+    select: tuple[str, ...],
+    extend_select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    preview: bool | None,
 ) -> tuple[Config, list[type[Rule]], list[str]]:
-    """The configuration and the rules it and the command line select; raises ConfigError."""
+    """The configuration, the rules it and the command line select, and the ignored selectors; raises ConfigError.
+    A preview rule named by its code while preview is off gets a warning, as in Ruff."""
     config = nearest_config(config_path)
-    return (config, *selected_rules(config, _split(select) or None, _split(extend_select), _split(ignore)))
+    selection = selected_rules(config, _split(select) or None, _split(extend_select), _split(ignore), preview)
+    for code in selection.preview_not_run:
+        _warn(f"{code} is a preview rule; add --preview to run it")
+    return config, selection.rules, selection.ignored
 
 
 @main.command()
@@ -100,6 +109,7 @@ def check(
     select: tuple[str, ...],
     extend_select: tuple[str, ...],
     ignore: tuple[str, ...],
+    preview: bool | None,
     exclude: tuple[str, ...],
     extend_exclude: tuple[str, ...],
     force_exclude: bool,
@@ -118,7 +128,7 @@ def check(
 ) -> None:
     """Check PATHS (files or folders; the current folder by default)."""
     try:
-        config, rules, ignored = _load_selection(config_path, select, extend_select, ignore)
+        config, rules, ignored = _load_selection(config_path, select, extend_select, ignore, preview)
         patterns = [*(_split(exclude) or config.exclude), *config.extend_exclude, *_split(extend_exclude)]
         excluder = Excluder(patterns, config.root)
         files = discover(paths or ["."], excluder, _warn, force_exclude)
@@ -239,6 +249,7 @@ def verify(
     select: tuple[str, ...],
     extend_select: tuple[str, ...],
     ignore: tuple[str, ...],
+    preview: bool | None,
     config_path: str | None,
 ) -> None:
     """Run PATH in parallel and confirm its findings with the real error. Arguments after `--` go to the script."""
@@ -251,7 +262,7 @@ def verify(
     if kind is not None:
         _fail(f"{path}: not a regular file ({kind})")  # reading a named pipe would block forever
     try:
-        config, rules, _ = _load_selection(config_path, select, extend_select, ignore)
+        config, rules, _ = _load_selection(config_path, select, extend_select, ignore, preview)
     except ConfigError as error:
         _fail(str(error))
     settings = ProjectSettings(Excluder([*config.exclude, *config.extend_exclude], config.root), config.data_parallel)  # type: ignore[arg-type]

@@ -21,7 +21,8 @@ _DATA_PARALLEL_KEY = "data-parallel"
 # Which modules the DataParallel-only rules (PFL101-PFL106) look at: those nn.DataParallel can reach in the
 # project ("auto"), every module ("always", for a library whose users wrap), or none ("never").
 DATA_PARALLEL_MODES = ("auto", "always", "never")
-_KNOWN_KEYS = (*_LIST_KEYS, "per-file-ignores", _DATA_PARALLEL_KEY)
+_PREVIEW_KEY = "preview"
+_KNOWN_KEYS = (*_LIST_KEYS, "per-file-ignores", _DATA_PARALLEL_KEY, _PREVIEW_KEY)
 
 
 class ConfigError(Exception):
@@ -39,6 +40,7 @@ class Config:
     extend_exclude: tuple[str, ...] = ()
     per_file_ignores: dict[str, tuple[str, ...]] = field(default_factory=dict)
     data_parallel: str = "auto"
+    preview: bool = False
 
     @cached_property
     def _resolved_root(self) -> Path:
@@ -121,9 +123,13 @@ def load_config(path: Path | None, known_codes: Sequence[str]) -> Config:
         raise ConfigError(
             f"{path}: [{SECTION}] {_DATA_PARALLEL_KEY}: expected one of {', '.join(map(repr, DATA_PARALLEL_MODES))}, got {data_parallel!r}"
         )
+    preview = table.get(_PREVIEW_KEY, False)
+    if not isinstance(preview, bool):
+        raise ConfigError(f"{path}: [{SECTION}] {_PREVIEW_KEY}: expected true or false, got {preview!r}")
     return Config(
         root=path.parent,
         data_parallel=data_parallel,
+        preview=preview,
         source=path,
         select=values.get("select"),
         extend_select=values.get("extend-select", ()),
