@@ -289,25 +289,49 @@ def verify(
     sys.exit(EXIT_CLEAN)
 
 
+def _first_run_cell(row: dict | None) -> str:
+    """`4/7 57 %`: findings judged true of those judged true or false, and the precision."""
+    if row is None or not row["judged"]:
+        return "-"
+    return f"{row['true']}/{row['judged']} {100 * row['precision']:.0f} %"
+
+
 @main.command("rules")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def list_rules(output_format: str) -> None:
-    """List every rule: code, name, default state, severity, whether `verify` can confirm it, its fix."""
+    """List every rule: code, name, default state, severity, whether `verify` can confirm it, its fix, whether it
+    runs (on, off, or preview: only with --preview) and its first-run precision on repositories never used before."""
+    from pitfall_lint import maturity
+
     infos = rule_infos()
+    try:
+        figures = maturity.first_run_figures()
+    except (OSError, ValueError):
+        _fail(f"the first-run figures ({maturity.FIRST_RUN.name}) are missing from this installation or unreadable")
     if output_format == "json":
         rows = [
             {"code": i.code, "name": i.name, "summary": i.summary, "severity": i.severity,
-             "enabled_by_default": i.enabled_by_default, "verifiable": i.verifiable, "fix": i.fix}
+             "enabled_by_default": i.enabled_by_default, "verifiable": i.verifiable, "fix": i.fix,
+             "preview": i.preview, "first_run": figures.get(i.code)}
             for i in infos
         ]
         click.echo(json.dumps(rows, indent=2))
         return
     width = max(len(i.name) for i in infos)
-    click.echo(f"{'code':<7} {'name':<{width}} {'default':<7} {'severity':<8} {'verify':<6} {'fix':<6} summary")
+    first_run = {i.code: _first_run_cell(figures.get(i.code)) for i in infos}
+    first_run_width = max(len("first run"), *map(len, first_run.values()))
+    click.echo(
+        f"{'code':<7} {'name':<{width}} {'default':<7} {'severity':<8} {'verify':<6} {'fix':<6} {'state':<7} "
+        f"{'first run':<{first_run_width}} summary"
+    )
     for i in infos:
         default = "on" if i.enabled_by_default else "off"
+        state = "preview" if i.preview else default
         verify = "yes" if i.verifiable else "no"
-        click.echo(f"{i.code:<7} {i.name:<{width}} {default:<7} {i.severity:<8} {verify:<6} {i.fix or '-':<6} {i.summary}")
+        click.echo(
+            f"{i.code:<7} {i.name:<{width}} {default:<7} {i.severity:<8} {verify:<6} {i.fix or '-':<6} {state:<7} "
+            f"{first_run[i.code]:<{first_run_width}} {i.summary}"
+        )
 
 
 @main.command()

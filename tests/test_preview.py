@@ -1,4 +1,5 @@
-"""Preview rules: run only with --preview or `preview = true`; named by their code without it, a warning."""
+"""Preview rules: run only with --preview or `preview = true`, named outright without it a warning; `rules` shows
+each rule's state and its first-run figures."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pitfall_lint import selection
+from pitfall_lint import maturity, selection
 from pitfall_lint.cli import main
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.flake8_plugin import Flake8Plugin
@@ -119,3 +120,53 @@ def test_flake8_runs_preview_rules_only_when_configured(
     lines = ["print('hello')\n"]
     reported = Flake8Plugin(ast.parse("".join(lines)), "shout.py", lines).run()
     assert [message.split()[0] for _, _, message, _ in reported] == expected
+
+
+@pytest.fixture
+def figures(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Synthetic first-run figures, so that the rows below do not move with each batch of the log."""
+    def row(judged: int, true: int, debatable: int, misses: int) -> dict:
+        return {
+            "repositories": 6, "judged": judged, "true": true, "false": judged - true, "debatable": debatable,
+            "misses": misses, "precision": round(true / judged, 4) if judged else None,
+            "recall": round(true / (true + misses), 4) if true + misses else None,
+        }
+
+    path = tmp_path / "first_run.json"
+    path.write_text(json.dumps({"PFL201": row(12, 11, 0, 1), "PFL901": row(0, 0, 2, 0), "all": row(12, 11, 2, 1)}))
+    monkeypatch.setattr(maturity, "FIRST_RUN", path)
+
+
+def test_rules_shows_each_rules_state_and_first_run_figures(preview_rules: None, figures: None) -> None:
+    lines = {line.split()[0]: line for line in run("rules").stdout.splitlines()}
+    assert lines["code"] == "code    name                             default severity verify fix    state   first run  summary"
+    assert lines["PFL201"] == (
+        "PFL201  unguarded-torch-save             on      error    yes    unsafe on      11/12 92 % "
+        "torch.save in distributed code that every rank runs: the ranks overwrite one file."
+    )
+    assert lines["PFL202"].split()[2:8] == ["off", "warning", "yes", "unsafe", "off", "-"]
+    assert lines["PFL901"] == "PFL901  print-call                       on      warning  no     -      preview -          A print() call."
+    assert lines["PFL902"].split()[2:8] == ["off", "info", "no", "-", "preview", "-"]
+
+
+def test_rules_json_has_preview_and_first_run(preview_rules: None, figures: None) -> None:
+    rows = {row["code"]: row for row in json.loads(run("rules", "--format", "json").stdout)}
+    assert rows["PFL201"]["preview"] is False
+    assert rows["PFL201"]["first_run"] == {
+        "repositories": 6, "judged": 12, "true": 11, "false": 1, "debatable": 0, "misses": 1, "precision": 0.9167, "recall": 0.9167,
+    }
+    assert rows["PFL901"] == {
+        "code": "PFL901", "name": "print-call", "summary": "A print() call.", "severity": "warning",
+        "enabled_by_default": True, "verifiable": False, "fix": None, "preview": True,
+        "first_run": {
+            "repositories": 6, "judged": 0, "true": 0, "false": 0, "debatable": 2, "misses": 0, "precision": None, "recall": None,
+        },
+    }
+    assert rows["PFL202"]["first_run"] is None
+
+
+def test_rules_without_its_first_run_figures_is_one_error_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(maturity, "FIRST_RUN", tmp_path / "first_run.json")
+    result = run("rules")
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == "error: the first-run figures (first_run.json) are missing from this installation or unreadable\n"
