@@ -12,7 +12,8 @@ format), and enters the log once: once rules are tuned on it, it joins bench/eco
 Printed per rule and overall: findings, true, false, debatable, misses, precision = true / (true + false) and
 recall = true / (true + misses); debatable findings count in neither. `--since` keeps the repositories checked
 on or after a date: the proof batch of a later session, never seen by the changes it measures. `--write`
-records the whole log's figures in pitfall_lint/first_run.json, where `pitfall-lint rules` reads them.
+records the whole log's figures in pitfall_lint/first_run.json, where `pitfall-lint rules` reads them and the
+maturity test holds every rule on by default to its bar (pitfall_lint/maturity.py).
 """
 
 from __future__ import annotations
