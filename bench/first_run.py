@@ -1,6 +1,6 @@
 """First-run precision and recall: the rules on repositories this project has never seen.
 
-    python bench/first_run.py [--since YYYY-MM-DD] [--json] [--log DIR]
+    python bench/first_run.py [--since YYYY-MM-DD] [--json] [--log DIR] [--write]
 
 The ecosystem check (bench/ecosystem.py) measures repositories the rules were tuned on, so it flatters them.
 The first-run loop measures what a new user meets instead: a repository never used by this project is checked
@@ -11,7 +11,9 @@ format), and enters the log once: once rules are tuned on it, it joins bench/eco
 
 Printed per rule and overall: findings, true, false, debatable, misses, precision = true / (true + false) and
 recall = true / (true + misses); debatable findings count in neither. `--since` keeps the repositories checked
-on or after a date: the proof batch of a later session, never seen by the changes it measures.
+on or after a date: the proof batch of a later session, never seen by the changes it measures. `--write`
+records the whole log's figures in pitfall_lint/first_run.json, where `pitfall-lint rules` reads them and the
+maturity test holds every rule on by default to its bar (pitfall_lint/maturity.py).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from collections import Counter
 from pathlib import Path
 
 LOG = Path(__file__).resolve().parent / "fresh"
+INSTALLED = Path(__file__).resolve().parents[1] / "pitfall_lint" / "first_run.json"
 KINDS = {"research", "template", "framework", "llm-finetune", "fsdp2", "tutorial"}
 VERDICTS = ("true", "false", "debatable")
 COLUMNS = ("findings", "true", "false", "debatable", "misses")
@@ -102,6 +105,22 @@ def figures(entries: list[dict]) -> dict[str, dict[str, float | int | None]]:
     }
 
 
+def installed(entries: list[dict]) -> str:
+    """The figures the tool ships, per rule and "all": judged counts the findings judged true or false (what
+    precision is over), so a debatable finding is in neither."""
+    return json.dumps(
+        {
+            code: {
+                "repositories": len(entries),
+                "judged": row["true"] + row["false"],
+                **{key: row[key] for key in ("true", "false", "debatable", "misses", "precision", "recall")},
+            }
+            for code, row in figures(entries).items()
+        },
+        indent=1,
+    ) + "\n"
+
+
 def percent(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.0f} %"
 
@@ -121,7 +140,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--since", help="only repositories checked on or after this date (YYYY-MM-DD)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--log", type=Path, default=LOG, help="the folder of the log (default: bench/fresh)")
+    parser.add_argument("--write", action="store_true", help="record the figures in pitfall_lint/first_run.json")
     options = parser.parse_args(argv)
+    if options.write and options.since:
+        print("error: --write records the whole log; leave out --since", file=sys.stderr)
+        return 2
     try:
         since = datetime.date.fromisoformat(options.since) if options.since else None
     except ValueError:
@@ -133,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     rows = figures(entries)
+    if options.write:
+        INSTALLED.write_text(installed(entries), encoding="utf-8")
     if options.json:
         print(json.dumps({"repositories": sorted(entry["repo"] for entry in entries), "rules": rows}, indent=1))
     else:

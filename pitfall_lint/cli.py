@@ -61,6 +61,7 @@ def _rule_selection(f: Callable[..., None]) -> Callable[..., None]:
         click.option("--select", multiple=True, help="Only these codes or prefixes (comma-separated, repeatable; ALL for every rule)."),
         click.option("--extend-select", multiple=True, help="Codes or prefixes to add to the selection."),
         click.option("--ignore", multiple=True, help="Codes or prefixes to leave out."),
+        click.option("--preview/--no-preview", default=None, help="Run the preview rules too (new, or below the first-run bar); overrides the configured `preview`."),
         click.option("--config", "config_path", type=click.Path(dir_okay=False, readable=False), help="A pyproject.toml to read instead of the nearest one."),
     )):
         f = option(f)
@@ -68,11 +69,19 @@ def _rule_selection(f: Callable[..., None]) -> Callable[..., None]:
 
 
 def _load_selection(
-    config_path: str | None, select: tuple[str, ...], extend_select: tuple[str, ...], ignore: tuple[str, ...]
+    config_path: str | None,
+    select: tuple[str, ...],
+    extend_select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    preview: bool | None,
 ) -> tuple[Config, list[type[Rule]], list[str]]:
-    """The configuration and the rules it and the command line select; raises ConfigError."""
+    """The configuration, the rules it and the command line select, and the ignored selectors; raises ConfigError.
+    A preview rule named by its code while preview is off gets a warning, as in Ruff."""
     config = nearest_config(config_path)
-    return (config, *selected_rules(config, _split(select) or None, _split(extend_select), _split(ignore)))
+    selection = selected_rules(config, _split(select) or None, _split(extend_select), _split(ignore), preview)
+    for code in selection.preview_not_run:
+        _warn(f"{code} is a preview rule; add --preview to run it")
+    return config, selection.rules, selection.ignored
 
 
 @main.command()
@@ -102,6 +111,7 @@ def check(
     select: tuple[str, ...],
     extend_select: tuple[str, ...],
     ignore: tuple[str, ...],
+    preview: bool | None,
     exclude: tuple[str, ...],
     extend_exclude: tuple[str, ...],
     force_exclude: bool,
@@ -124,7 +134,7 @@ def check(
     if statistics and output_format not in ("text", "json"):
         _fail(f"--statistics works with --format text or json, not {output_format}")
     try:
-        config, rules, ignored = _load_selection(config_path, select, extend_select, ignore)
+        config, rules, ignored = _load_selection(config_path, select, extend_select, ignore, preview)
         patterns = [*(_split(exclude) or config.exclude), *config.extend_exclude, *_split(extend_exclude)]
         excluder = Excluder(patterns, config.root, config.respect_gitignore if respect_gitignore is None else respect_gitignore)
         requested = paths or (".",)
@@ -252,6 +262,7 @@ def verify(
     select: tuple[str, ...],
     extend_select: tuple[str, ...],
     ignore: tuple[str, ...],
+    preview: bool | None,
     config_path: str | None,
 ) -> None:
     """Run PATH in parallel and confirm its findings with the real error. Arguments after `--` go to the script."""
@@ -264,7 +275,7 @@ def verify(
     if kind is not None:
         _fail(f"{path}: not a regular file ({kind})")  # reading a named pipe would block forever
     try:
-        config, rules, _ = _load_selection(config_path, select, extend_select, ignore)
+        config, rules, _ = _load_selection(config_path, select, extend_select, ignore, preview)
     except ConfigError as error:
         _fail(str(error))
     settings = ProjectSettings(Excluder([*config.exclude, *config.extend_exclude], config.root, config.respect_gitignore), config.data_parallel)  # type: ignore[arg-type]
@@ -291,25 +302,49 @@ def verify(
     sys.exit(EXIT_CLEAN)
 
 
+def _first_run_cell(row: dict | None) -> str:
+    """`4/7 57 %`: findings judged true of those judged true or false, and the precision."""
+    if row is None or not row["judged"]:
+        return "-"
+    return f"{row['true']}/{row['judged']} {100 * row['precision']:.0f} %"
+
+
 @main.command("rules")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def list_rules(output_format: str) -> None:
-    """List every rule: code, name, default state, severity, whether `verify` can confirm it, its fix."""
+    """List every rule: code, name, default state, severity, whether `verify` can confirm it, its fix, whether it
+    runs (on, off, or preview: only with --preview) and its first-run precision on repositories never used before."""
+    from pitfall_lint import maturity
+
     infos = rule_infos()
+    try:
+        figures = maturity.first_run_figures()
+    except (OSError, ValueError):
+        _fail(f"the first-run figures ({maturity.FIRST_RUN.name}) are missing from this installation or unreadable")
     if output_format == "json":
         rows = [
             {"code": i.code, "name": i.name, "summary": i.summary, "severity": i.severity,
-             "enabled_by_default": i.enabled_by_default, "verifiable": i.verifiable, "fix": i.fix}
+             "enabled_by_default": i.enabled_by_default, "verifiable": i.verifiable, "fix": i.fix,
+             "preview": i.preview, "first_run": figures.get(i.code)}
             for i in infos
         ]
         click.echo(json.dumps(rows, indent=2))
         return
     width = max(len(i.name) for i in infos)
-    click.echo(f"{'code':<7} {'name':<{width}} {'default':<7} {'severity':<8} {'verify':<6} {'fix':<6} summary")
+    first_run = {i.code: _first_run_cell(figures.get(i.code)) for i in infos}
+    first_run_width = max(len("first run"), *map(len, first_run.values()))
+    click.echo(
+        f"{'code':<7} {'name':<{width}} {'default':<7} {'severity':<8} {'verify':<6} {'fix':<6} {'state':<7} "
+        f"{'first run':<{first_run_width}} summary"
+    )
     for i in infos:
         default = "on" if i.enabled_by_default else "off"
+        state = "preview" if i.preview else default
         verify = "yes" if i.verifiable else "no"
-        click.echo(f"{i.code:<7} {i.name:<{width}} {default:<7} {i.severity:<8} {verify:<6} {i.fix or '-':<6} {i.summary}")
+        click.echo(
+            f"{i.code:<7} {i.name:<{width}} {default:<7} {i.severity:<8} {verify:<6} {i.fix or '-':<6} {state:<7} "
+            f"{first_run[i.code]:<{first_run_width}} {i.summary}"
+        )
 
 
 @main.command()

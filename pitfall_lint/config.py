@@ -22,7 +22,8 @@ _DATA_PARALLEL_KEY = "data-parallel"
 # project ("auto"), every module ("always", for a library whose users wrap), or none ("never").
 DATA_PARALLEL_MODES = ("auto", "always", "never")
 _RESPECT_GITIGNORE_KEY = "respect-gitignore"
-_KNOWN_KEYS = (*_LIST_KEYS, "per-file-ignores", _DATA_PARALLEL_KEY, _RESPECT_GITIGNORE_KEY)
+_PREVIEW_KEY = "preview"
+_KNOWN_KEYS = (*_LIST_KEYS, "per-file-ignores", _DATA_PARALLEL_KEY, _RESPECT_GITIGNORE_KEY, _PREVIEW_KEY)
 
 
 class ConfigError(Exception):
@@ -41,6 +42,7 @@ class Config:
     per_file_ignores: dict[str, tuple[str, ...]] = field(default_factory=dict)
     data_parallel: str = "auto"
     respect_gitignore: bool = True  # skip what .gitignore, .ignore and .git/info/exclude leave out, as Ruff does
+    preview: bool = False
 
     @cached_property
     def _resolved_root(self) -> Path:
@@ -95,6 +97,14 @@ def _strings(where: str, value: object) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _boolean(table: dict[str, object], key: str, default: bool, path: Path) -> bool:
+    """A true/false setting; anything else is a configuration error, never read as truthy."""
+    value = table.get(key, default)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{path}: [{SECTION}] {key}: expected true or false, got {value!r}")
+    return value
+
+
 def load_config(path: Path | None, known_codes: Sequence[str]) -> Config:
     if path is None:
         return Config(root=Path.cwd())
@@ -123,13 +133,11 @@ def load_config(path: Path | None, known_codes: Sequence[str]) -> Config:
         raise ConfigError(
             f"{path}: [{SECTION}] {_DATA_PARALLEL_KEY}: expected one of {', '.join(map(repr, DATA_PARALLEL_MODES))}, got {data_parallel!r}"
         )
-    respect_gitignore = table.get(_RESPECT_GITIGNORE_KEY, True)
-    if not isinstance(respect_gitignore, bool):
-        raise ConfigError(f"{path}: [{SECTION}] {_RESPECT_GITIGNORE_KEY}: expected true or false, got {respect_gitignore!r}")
     return Config(
         root=path.parent,
         data_parallel=data_parallel,
-        respect_gitignore=respect_gitignore,
+        respect_gitignore=_boolean(table, _RESPECT_GITIGNORE_KEY, True, path),
+        preview=_boolean(table, _PREVIEW_KEY, False, path),
         source=path,
         select=values.get("select"),
         extend_select=values.get("extend-select", ()),

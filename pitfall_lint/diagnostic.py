@@ -22,6 +22,9 @@ class RuleInfo:
     summary: str
     severity: Severity
     enabled_by_default: bool = True
+    # A new rule, or one below the first-run bar: it runs only in preview mode
+    # (`--preview`, `preview = true`), and there as `enabled_by_default` says.
+    preview: bool = False
     verifiable: bool = False
     hint: str = ""  # the fix in one line, shown by --show-source
     fix: Applicability | None = None  # whether `check --fix` can rewrite it, and how safely

@@ -1,8 +1,9 @@
 """The rules as a flake8 plugin: `flake8` reports what `pitfall-lint check` reports with the same configuration.
 
 The rules run are chosen as `check` chooses them: `[tool.pitfall-lint]` of the nearest pyproject.toml (select,
-extend-select, ignore, per-file-ignores), then flake8's own `--select` / `--extend-select`
-where they name PFL codes, which can turn on a rule that is off by default. flake8 still filters what it shows.
+extend-select, ignore, per-file-ignores, and preview, the only way to run preview rules here), then flake8's own
+`--select` / `--extend-select` where they name PFL codes, which can turn on a rule that is off by default. flake8
+still filters what it shows.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class Flake8Plugin:
             # flake8's --select, given at all, replaces the choice, as `check --select` does: one that names
             # none of our codes (`--select E`) leaves no rule to run.
             select = _ours(options.select) if options.select is not None else None
-            rules, _ = selected_rules(config, select, _ours(options.extend_select), ())
+            rules = selected_rules(config, select, _ours(options.extend_select), ()).rules
         except ConfigError as error:
             print(f"error: {error}", file=sys.stderr)
             raise SystemExit(2) from None

@@ -1,4 +1,4 @@
-"""Which rules run: the configuration, then the command line's select / extend-select / ignore, as in Ruff.
+"""Which rules run: the configuration, then the command line's select / extend-select / ignore / preview, as in Ruff.
 
 One place for `check`, `verify` and the flake8 plugin, so that each runs the rules the others would.
 """
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from pitfall_lint.config import Config, check_codes, find_pyproject, load_config, matches
 from pitfall_lint.diagnostic import PARSE_ERROR, RuleInfo
@@ -28,19 +29,35 @@ def nearest_config(config_path: str | None) -> Config:
     return load_config(source, known_codes())
 
 
+class Selection(NamedTuple):
+    rules: list[type[Rule]]
+    ignored: list[str]  # every ignore selector, configured or given
+    # Preview rules named by their exact code while preview mode is off: asked for, yet not run.
+    preview_not_run: list[str]
+
+
 def selected_rules(
-    config: Config, select: Sequence[str] | None, extend: Sequence[str], ignore: Sequence[str]
-) -> tuple[list[type[Rule]], list[str]]:
-    """The rules to run and every ignored selector. A `select` given (even empty) replaces the configured one;
-    raises ConfigError for a selector that matches no rule."""
+    config: Config, select: Sequence[str] | None, extend: Sequence[str], ignore: Sequence[str], preview: bool | None = None
+) -> Selection:
+    """A `select` given (even empty) replaces the configured one, and `preview` given (--preview, --no-preview)
+    the configured mode; raises ConfigError for a selector that matches no rule. A preview rule runs only in
+    preview mode, and there as `enabled_by_default` says; outside it no selector (ALL, a prefix, its code) runs it."""
     codes = known_codes()
     select_given = check_codes("--select", select, codes) if select is not None else None
     extend_all = (*config.extend_select, *check_codes("--extend-select", extend, codes))
     ignore_all = (*config.ignore, *check_codes("--ignore", ignore, codes))
     chosen = select_given if select_given is not None else config.select
+    preview_mode = config.preview if preview is None else preview
 
     def enabled(info: RuleInfo) -> bool:
         on = matches(info.code, chosen) if chosen is not None else info.enabled_by_default
         return (on or matches(info.code, extend_all)) and not matches(info.code, ignore_all)
 
-    return [rule for rule in all_rules() if enabled(rule.info)], list(ignore_all)
+    enabled_rules = [rule for rule in all_rules() if enabled(rule.info)]
+    held_back = {rule for rule in enabled_rules if rule.info.preview and not preview_mode}
+    named = {*(chosen or ()), *extend_all}
+    return Selection(
+        [rule for rule in enabled_rules if rule not in held_back],
+        list(ignore_all),
+        [rule.info.code for rule in enabled_rules if rule in held_back and rule.info.code in named],
+    )

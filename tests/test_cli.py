@@ -187,9 +187,9 @@ def test_rules_lists_every_rule() -> None:
 
     rows = json.loads(run("rules", "--format", "json").stdout)
     assert [r["code"] for r in rows] == ["PFL000", *(rule.info.code for rule in all_rules())]
-    assert set(rows[0]) == {"code", "name", "summary", "severity", "enabled_by_default", "verifiable", "fix"}
+    assert set(rows[0]) == {"code", "name", "summary", "severity", "enabled_by_default", "verifiable", "fix", "preview", "first_run"}
     text = run("rules").stdout.splitlines()
-    assert text[0].split() == ["code", "name", "default", "severity", "verify", "fix", "summary"]
+    assert text[0].split() == ["code", "name", "default", "severity", "verify", "fix", "state", "first", "run", "summary"]
     catalog = {tuple(line.split()[:6]) for line in text[1:]}
     assert catalog == {
         ("PFL000", "parse-error", "on", "error", "no", "-"),

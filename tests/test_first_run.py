@@ -80,3 +80,20 @@ def test_bad_input_is_one_error_line(log: Path, capsys: pytest.CaptureFixture[st
     (log / "older.json").write_text(json.dumps(entry("someone/older", "2026-11-20", [finding("PFL201", "maybe")], [])))
     assert first_run.main(["--log", str(log)]) == 2
     assert capsys.readouterr().err == f"error: {log / 'older.json'}: finding 0 needs a 'code' and a 'verdict' of true, false, debatable\n"
+
+
+def test_write_records_the_whole_log_for_the_installed_tool(
+    log: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(first_run, "INSTALLED", tmp_path / "first_run.json")
+    assert first_run.main(["--log", str(log), "--write"]) == 0
+    written = json.loads((tmp_path / "first_run.json").read_text(encoding="utf-8"))
+    assert written["PFL201"] == {
+        "repositories": 2, "judged": 2, "true": 1, "false": 1, "debatable": 1, "misses": 1, "precision": 0.5, "recall": 0.5,
+    }
+    assert written["PFL401"] == {
+        "repositories": 2, "judged": 0, "true": 0, "false": 0, "debatable": 0, "misses": 1, "precision": None, "recall": 0.0,
+    }
+    assert list(written) == ["PFL201", "PFL306", "PFL401", "all"]
+    assert first_run.main(["--log", str(log), "--write", "--since", "2026-11-25"]) == 2
+    assert capsys.readouterr().err == "error: --write records the whole log; leave out --since\n"

@@ -1,4 +1,4 @@
-"""`rules` and `explain` work from a built wheel, which carries the documents of rules/."""
+"""`rules` and `explain` work from a built wheel, which carries the documents of rules/ and the first-run figures."""
 
 from __future__ import annotations
 
@@ -31,3 +31,14 @@ def test_wheel_ships_the_rule_documents(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout == (REPO / "rules" / "PFL301-missing-main-guard.md").read_text()
+    # `rules` quotes the first-run figures of pitfall_lint/first_run.json: the wheel carries them too.
+    shipped_rules = subprocess.run(
+        [sys.executable, "-m", "pitfall_lint", "rules"],
+        cwd=elsewhere, env={"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True, check=False,
+    )
+    checkout_rules = subprocess.run(
+        [sys.executable, "-m", "pitfall_lint", "rules"], cwd=REPO, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True, check=True,
+    )
+    assert (shipped_rules.returncode, shipped_rules.stdout) == (0, checkout_rules.stdout)
