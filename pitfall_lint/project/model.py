@@ -12,7 +12,6 @@ import ast
 import hashlib
 import os
 import re
-import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import astuple, dataclass, field
 from typing import TYPE_CHECKING, Literal
@@ -227,6 +226,7 @@ class ProjectModel:
         """The file's tree: the one being checked, else parsed (None: it cannot be)."""
         from pitfall_lint.context import FileContext
         from pitfall_lint.notebook import NOTEBOOK_SUFFIX, NotebookError, read_notebook
+        from pitfall_lint.parsing import parse_source
         from pitfall_lint.source import SourceText
 
         ctx = self._trees.get(path)
@@ -238,12 +238,10 @@ class ProjectModel:
             except NotebookError:
                 return None
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                tree = ast.parse(data, filename=path)
+            parsed = parse_source(data, path)
         except (SyntaxError, ValueError, MemoryError, RecursionError):
             return None
-        return FileContext(path, tree, SourceText(data), self.view(path))
+        return FileContext(path, parsed.tree, SourceText(parsed.data), self.view(path))
 
     def _summarize(self, path: str, data: bytes) -> FileSummary | None:
         ctx = self._parsed(path, data)
