@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import PARSE_ERROR, Diagnostic
 from pitfall_lint.notebook import NOTEBOOK_SUFFIX, NotebookError, NotebookSource, read_notebook
-from pitfall_lint.parsing import parse_source
+from pitfall_lint.parsing import newer_than_target, parse_source, target_message
 from pitfall_lint.project.model import ProjectModel, Question
 from pitfall_lint.rules.base import Rule
 from pitfall_lint.source import SourceText, decoding_error
@@ -29,10 +29,13 @@ class FileResult:
     summaries: dict[str, list] = field(default_factory=dict, compare=False)
 
 
-def _parse_error(path: str, message: str, line: int = 1, column: int = 1) -> FileResult:
+def _engine_diagnostic(path: str, message: str, line: int = 1, column: int = 1) -> Diagnostic:
     info = PARSE_ERROR
-    diagnostic = Diagnostic(path, line, column, info.code, info.name, line, column, info.severity, message)
-    return FileResult(path, (diagnostic,))
+    return Diagnostic(path, line, column, info.code, info.name, line, column, info.severity, message)
+
+
+def _parse_error(path: str, message: str, line: int = 1, column: int = 1) -> FileResult:
+    return FileResult(path, (_engine_diagnostic(path, message, line, column),))
 
 
 def _in_cells(diagnostic: Diagnostic, notebook: NotebookSource) -> Diagnostic:
@@ -110,6 +113,12 @@ class Engine:
             return _parse_error(path, f"cannot parse: {error}")
         text = SourceText(data)
         ctx = FileContext(path, parsed.tree, text if parsed.data is data else SourceText(parsed.data), view)
+        target = project.target
+        if target is not None:  # syntax newer than the project's Python: an error, and still the rules run
+            ctx.diagnostics.extend(
+                _engine_diagnostic(path, target_message(feature, target), feature.line, feature.column)
+                for feature in newer_than_target(parsed, target)
+            )
         project.offer(path, ctx, content)
         try:
             rules = [rule(ctx) for rule in applicable]

@@ -2,8 +2,9 @@
 is checked on 3.11 as it is on 3.14: every line kept, and every column but the name of a `type` statement, so
 that findings point at the file's own places.
 
-Run only where `ast.parse` failed. A scanner of its own: it knows strings (every prefix, both quotes, single and
-triple, escapes), comments and brackets, and the few statements whose syntax is new; nothing else.
+Run only where `ast.parse` failed (and, where the project targets an older Python than the one running, to tell
+which newer syntax a parsed file uses). A scanner of its own: it knows strings (every prefix, both quotes, single
+and triple, escapes), comments and brackets, and the few statements whose syntax is new; nothing else.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ TYPE_STATEMENT = Feature("`type` statement", (3, 12), 695)
 TYPE_PARAMETER_DEFAULT = Feature("type parameter default", (3, 13), 696)
 EXCEPT_WITHOUT_PARENTHESES = Feature("`except` naming several exceptions without parentheses", (3, 14), 758)
 TEMPLATE_STRING = Feature("template string (t-string)", (3, 14), 750)
+# The oldest Python any of them needs: a file an older interpreter parsed uses none of them.
+OLDEST_VERSION = (3, 12)
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,20 @@ _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 # What ends the body of a plain string, and what matters in the text of an f-string (or of a format specification).
 _PLAIN = {q: re.compile(r"\\|" + (q if len(q) == 3 else q + r"|\n")) for q in ("'", '"', "'''", '"""')}
 _FORMATTED = {q: re.compile(r"[{}\\]|" + (q if len(q) == 3 else q + r"|\n")) for q in ("'", '"', "'''", '"""')}
+# A quick look at the bytes, never narrower than the scanner: a file none of these occur in uses none of the
+# features (an f-string or t-string; a definition with brackets after its name; `type` first on a line; an `except`
+# line with a comma, or with a bracket or a backslash that may carry it on to the next line).
+_MAY_BE_NEWER = re.compile(
+    rb"(?<![\w])(?:[rR]?[fFtT]|[fFtT][rR])['\"]|(?:def|class)[ \t]+[^\s(\[:]+[ \t]*\[|(?:^|\r)[ \t]*type[ \t]"
+    rb"|except\b[^\n]*[,(\[{\\]",
+    re.MULTILINE,
+)
+
+
+def may_use_newer_syntax(data: bytes) -> bool:
+    return _MAY_BE_NEWER.search(data) is not None
+
+
 class _Unscannable(Exception):
     """Text the scanner does not understand (an unterminated string): then nothing is rewritten."""
 

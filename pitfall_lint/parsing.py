@@ -1,6 +1,7 @@
 """A file's tree, whichever Python runs pitfall-lint: what this interpreter cannot parse is parsed again with its
 newer syntax lowered (pitfall_lint.lowering), so that a file written for Python 3.14 gives on 3.11 the findings it
-gives on 3.14."""
+gives on 3.14; and the newer syntax a file uses that the project's target Python lacks, told alike on every
+interpreter."""
 
 from __future__ import annotations
 
@@ -10,8 +11,12 @@ import sys
 import tokenize
 import warnings
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from pitfall_lint.lowering import Feature, lower
+from pitfall_lint.lowering import OLDEST_VERSION, Feature, lower, may_use_newer_syntax
+
+if TYPE_CHECKING:
+    from pitfall_lint.config import TargetVersion
 
 RUNNING = sys.version_info[:2]
 
@@ -60,3 +65,19 @@ def parse_source(data: bytes, path: str) -> ParsedSource:
         if unreadable:
             error.msg = f"{error.msg} ({unreadable[0].needs()}; pitfall-lint runs on Python {RUNNING[0]}.{RUNNING[1]} here)"
         raise error from None
+
+
+def newer_than_target(parsed: ParsedSource, target: TargetVersion) -> list[Feature]:
+    """The newer syntax the file uses that the project's target Python lacks."""
+    features = parsed.features
+    if features is None:
+        # Parsed as it is: it holds no syntax newer than this interpreter, and lowering knows none older than
+        # OLDEST_VERSION; so the text is scanned only where both leave room above the target.
+        if RUNNING < OLDEST_VERSION or target.version >= RUNNING or not may_use_newer_syntax(parsed.data):
+            return []
+        features = lower(_decoded(parsed.data)[0]).features
+    return [feature for feature in features if feature.version > target.version]
+
+
+def target_message(feature: Feature, target: TargetVersion) -> str:
+    return f"{feature.needs()}; the project targets Python {target} ({target.source})"

@@ -1,11 +1,13 @@
 """A file written for Python 3.12-3.14 gets, whichever Python runs pitfall-lint, the findings its twin written in 3.11
-syntax gets (tests/newer_syntax: `x.py` and its twin `x_311.py`, lines and columns alike)."""
+syntax gets (tests/newer_syntax: `x.py` and its twin `x_311.py`, lines and columns alike); syntax newer than the
+project's target Python is a PFL000 that names the version it needs, and the rules still run."""
 
 from __future__ import annotations
 
 import ast
 import json
 import os
+import shutil
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +19,7 @@ from click.testing import CliRunner
 from marks import REPO, expected
 from pitfall_lint import parsing
 from pitfall_lint.cli import main
+from pitfall_lint.config import TargetVersion, requires_python_floor
 from pitfall_lint.engine import Engine
 from pitfall_lint.lowering import lower
 from pitfall_lint.rules import all_rules
@@ -42,12 +45,21 @@ def inside(folder: Path) -> Iterator[None]:
         os.chdir(previous)
 
 
-def check(folder: Path, *arguments: str) -> tuple[int, list[tuple[str, str, int, int, str]]]:
+def check(folder: Path, *arguments: str, cache: bool = False) -> tuple[int, list[tuple[str, str, int, int, str]]]:
     with inside(folder):
-        result = CliRunner().invoke(main, ["check", "--no-cache", "--select", "ALL", "--format", "json", *arguments])
+        caching = [] if cache else ["--no-cache"]
+        result = CliRunner().invoke(main, ["check", *caching, "--select", "ALL", "--format", "json", *arguments])
     assert result.exit_code in (0, 1), result.output
     rows = json.loads(result.stdout)["diagnostics"]
     return result.exit_code, [(d["path"], d["code"], d["line"], d["column"], d["message"]) for d in rows]
+
+
+def project(tmp_path: Path, pyproject: str | None, *names: str) -> Path:
+    for name in names:
+        shutil.copy(NEWER / name, tmp_path / name)
+    if pyproject is not None:
+        (tmp_path / "pyproject.toml").write_text(pyproject)
+    return tmp_path
 
 
 # -- the same findings as the twin
@@ -135,6 +147,106 @@ def test_newer_syntax_that_cannot_be_lowered_names_the_version_it_needs() -> Non
         f"needs Python 3.12 (PEP 701); pitfall-lint runs on Python {RUNNING} here)"
     )
     assert findings("x.py", source) == [("PFL000", None, 4, 8, 4, 8, message)]
+
+
+# -- the project's target version
+
+PEP701_AT_TARGET = [
+    ("pep701_save.py", "PFL000", 12, 28, "f-string reusing its quotes inside a replacement field needs Python 3.12 (PEP 701); the project targets Python 3.10 (requires-python)"),
+    ("pep701_save.py", "PFL000", 12, 38, "backslash inside an f-string's replacement field needs Python 3.12 (PEP 701); the project targets Python 3.10 (requires-python)"),
+]
+
+
+def test_syntax_newer_than_requires_python_is_reported_and_the_rules_still_run(tmp_path: Path) -> None:
+    folder = project(tmp_path, "[project]\nname = 'x'\nrequires-python = '>=3.10, <4'\n", "pep701_save.py")
+    exit_code, rows = check(folder, ".")
+    assert exit_code == 1
+    assert [row[:4] for row in rows] == [(*row[:4],) for row in PEP701_AT_TARGET] + [("pep701_save.py", "PFL201", 13, 5)]
+    assert [row[4] for row in rows[:2]] == [row[4] for row in PEP701_AT_TARGET]
+
+
+def test_target_version_setting_wins_over_requires_python(tmp_path: Path) -> None:
+    pyproject = "[project]\nname = 'x'\nrequires-python = '>=3.12'\n\n[tool.pitfall-lint]\ntarget-version = 'py311'\n"
+    folder = project(tmp_path, pyproject, "pep695_alias.py", "pep750_template.py")
+    _, rows = check(folder, ".")
+    assert [row for row in rows if row[1] == "PFL000"] == [
+        ("pep695_alias.py", "PFL000", 6, 1, "`type` statement needs Python 3.12 (PEP 695); the project targets Python 3.11 (target-version)"),
+        ("pep695_alias.py", "PFL000", 7, 10, "type parameter list needs Python 3.12 (PEP 695); the project targets Python 3.11 (target-version)"),
+        ("pep695_alias.py", "PFL000", 7, 13, "type parameter default needs Python 3.13 (PEP 696); the project targets Python 3.11 (target-version)"),
+        ("pep750_template.py", "PFL000", 9, 30, "template string (t-string) needs Python 3.14 (PEP 750); the project targets Python 3.11 (target-version)"),
+    ]
+
+
+def test_no_report_where_the_target_has_the_syntax(tmp_path: Path) -> None:
+    folder = project(tmp_path, "[tool.pitfall-lint]\ntarget-version = 'py312'\n", "pep701_save.py", "pep758_except.py")
+    _, rows = check(folder, ".")
+    assert [row for row in rows if row[1] == "PFL000"] == [
+        ("pep758_except.py", "PFL000", 11, 5, "`except` naming several exceptions without parentheses needs Python 3.14 (PEP 758); the project targets Python 3.12 (target-version)"),
+    ]
+
+
+@pytest.mark.parametrize("pyproject", [None, "[project]\nname = 'x'\n", "[project]\nname = 'x'\nrequires-python = '<4'\n", "[project\n"])
+def test_no_report_where_the_target_is_unknown(tmp_path: Path, pyproject: str | None) -> None:
+    folder = project(tmp_path, pyproject, "pep701_save.py")
+    assert [row[:4] for row in check(folder, "pep701_save.py")[1]] == [("pep701_save.py", "PFL201", 13, 5)]
+
+
+def test_the_target_is_part_of_the_cached_result(tmp_path: Path) -> None:
+    folder = project(tmp_path, "[project]\nname = 'x'\nrequires-python = '>=3.12'\n", "pep701_save.py")
+    assert [row[1] for row in check(folder, ".", cache=True)[1]] == ["PFL201"]
+    (folder / "pyproject.toml").write_text("[project]\nname = 'x'\nrequires-python = '>=3.10'\n")
+    assert [row[1] for row in check(folder, ".", cache=True)[1]] == ["PFL000", "PFL000", "PFL201"]
+
+
+def test_a_target_report_is_silenced_by_noqa(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.pitfall-lint]\ntarget-version = 'py310'\n")
+    (tmp_path / "save.py").write_text(
+        'import torch\nimport torch.distributed as dist\ndist.init_process_group("gloo")\n'
+        'run = {"out": "c"}\ntorch.save({}, f"{run["out"]}.pt")  # noqa: PFL000\n'
+    )
+    assert [row[1:3] for row in check(tmp_path, ".")[1]] == [("PFL201", 5)]
+
+
+@pytest.mark.parametrize("value", ["py2", "3.10", 310, "py315"])
+def test_an_unknown_target_version_is_a_one_line_error(tmp_path: Path, value: object) -> None:
+    (tmp_path / "pyproject.toml").write_text(f"[tool.pitfall-lint]\ntarget-version = {json.dumps(value)}\n")
+    with inside(tmp_path):
+        result = CliRunner().invoke(main, ["check", "."])
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"error: {tmp_path / 'pyproject.toml'}: [tool.pitfall-lint] target-version: expected one of 'py37', 'py38', "
+        f"'py39', 'py310', 'py311', 'py312', 'py313', 'py314', got {value!r}\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("specifier", "floor"),
+    [(">=3.10", (3, 10)), ("~=3.9", (3, 9)), (">= 3.8, <4", (3, 8)), ("==3.11.*", (3, 11)), (">3.9", (3, 9)),
+     (">=3.9.2,!=3.9.7", (3, 9)), (">=3", (3, 0)), ("<4", None), ("!=3.9.*", None), ("", None), ("python3.10", None)],
+)
+def test_the_lower_bound_of_requires_python(specifier: str, floor: tuple[int, int] | None) -> None:
+    assert requires_python_floor(specifier) == floor
+
+
+@pytest.mark.parametrize("name", PAIRS)
+def test_a_newer_python_that_parses_the_file_reports_the_same_syntax(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On Python 3.14 no lowering is needed; the file's text is then scanned for the newer syntax, which gives what
+    the lowering met here."""
+    data = (NEWER / f"{name}.py").read_bytes()
+    target = TargetVersion((3, 10), "requires-python")
+    lowered = parsing.parse_source(data, "x.py")
+    monkeypatch.setattr(parsing, "RUNNING", (3, 14))
+    as_parsed = parsing.ParsedSource(lowered.tree, data)
+    assert parsing.newer_than_target(as_parsed, target) == parsing.newer_than_target(lowered, target) != []
+
+
+def test_a_newer_python_scans_no_file_for_a_target_it_is_not_newer_than(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = (NEWER / "pep701_save.py").read_bytes()
+    parsed = parsing.ParsedSource(ast.parse("pass"), data)
+    monkeypatch.setattr(parsing, "RUNNING", (3, 12))
+    assert parsing.newer_than_target(parsed, TargetVersion((3, 12), "target-version")) == []
+    monkeypatch.setattr(parsing, "RUNNING", (3, 11))  # a file Python 3.11 parsed holds no syntax of 3.12
+    assert parsing.newer_than_target(parsed, TargetVersion((3, 10), "target-version")) == []
 
 
 # -- the scanner

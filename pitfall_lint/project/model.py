@@ -25,6 +25,7 @@ from pitfall_lint.project.store import SummaryStore, content_key
 from pitfall_lint.project.summary import UNKNOWN, CallSite, ClassFacts, FileSummary, WrapSite, summarize
 
 if TYPE_CHECKING:
+    from pitfall_lint.config import TargetVersion
     from pitfall_lint.context import FileContext
 
 DataParallelMode = Literal["auto", "always", "never"]
@@ -123,10 +124,12 @@ class ProjectModel:
         data_parallel: DataParallelMode = "auto",
         store: SummaryStore | None = None,
         contents: dict[str, bytes] | None = None,
+        target: TargetVersion | None = None,
     ) -> None:
         self.root = os.path.abspath(root)
         self.files = tuple(sorted(dict.fromkeys(os.path.abspath(f) for f in files)))
         self.data_parallel = data_parallel
+        self.target = target  # the project's oldest Python, when known: newer syntax in its files is reported
         self._store = store if store is not None else SummaryStore(None)
         self._contents: dict[str, bytes | None] = {os.path.abspath(k): v for k, v in (contents or {}).items()}
         self._layout = Layout(self.root, self.files)
