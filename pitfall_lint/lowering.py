@@ -38,8 +38,6 @@ TYPE_STATEMENT = Feature("`type` statement", (3, 12), 695)
 TYPE_PARAMETER_DEFAULT = Feature("type parameter default", (3, 13), 696)
 EXCEPT_WITHOUT_PARENTHESES = Feature("`except` naming several exceptions without parentheses", (3, 14), 758)
 TEMPLATE_STRING = Feature("template string (t-string)", (3, 14), 750)
-# The oldest Python any of them needs: a file an older interpreter parsed uses none of them.
-OLDEST_VERSION = (3, 12)
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pitfall_lint.lowering import lower
-
 NOTEBOOK_SUFFIX = ".ipynb"
 
 
@@ -58,6 +56,8 @@ def _compiles(statement: str) -> bool:
     try:
         compile(statement, "<cell>", "exec", ast.PyCF_ONLY_AST)
     except SyntaxError:
+        from pitfall_lint.lowering import lower  # here: only a line that fails to compile needs it
+
         lowered = lower(statement).text
         return lowered != statement and _compiles(lowered)
     except (ValueError, MemoryError, RecursionError):  # a line nested past the parser's depth too

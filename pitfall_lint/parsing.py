@@ -13,12 +13,13 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pitfall_lint.lowering import OLDEST_VERSION, Feature, lower, may_use_newer_syntax
-
 if TYPE_CHECKING:
     from pitfall_lint.config import TargetVersion
+    from pitfall_lint.lowering import Feature
 
 RUNNING = sys.version_info[:2]
+# The oldest Python that any syntax pitfall_lint.lowering knows needs: a file an older one parsed uses none of it.
+OLDEST_LOWERED = (3, 12)
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,8 @@ def parse_source(data: bytes, path: str) -> ParsedSource:
         text, encoding = _decoded(data)
     except (SyntaxError, LookupError, UnicodeDecodeError):
         raise original from None
+    from pitfall_lint.lowering import lower  # here: a run whose files all parse never pays for its import
+
     lowered = lower(text)
     if not lowered.features:
         raise original  # a broken file, as any interpreter finds it
@@ -72,8 +75,12 @@ def newer_than_target(parsed: ParsedSource, target: TargetVersion) -> list[Featu
     features = parsed.features
     if features is None:
         # Parsed as it is: it holds no syntax newer than this interpreter, and lowering knows none older than
-        # OLDEST_VERSION; so the text is scanned only where both leave room above the target.
-        if RUNNING < OLDEST_VERSION or target.version >= RUNNING or not may_use_newer_syntax(parsed.data):
+        # OLDEST_LOWERED; so the text is scanned only where both leave room above the target.
+        if RUNNING < OLDEST_LOWERED or target.version >= RUNNING:
+            return []
+        from pitfall_lint.lowering import lower, may_use_newer_syntax
+
+        if not may_use_newer_syntax(parsed.data):
             return []
         features = lower(_decoded(parsed.data)[0]).features
     return [feature for feature in features if feature.version > target.version]

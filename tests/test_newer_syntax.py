@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from marks import REPO, expected
-from pitfall_lint import parsing
+from pitfall_lint import lowering, parsing
 from pitfall_lint.cli import main
 from pitfall_lint.config import TargetVersion, requires_python_floor
 from pitfall_lint.engine import Engine
@@ -240,6 +240,11 @@ def test_a_newer_python_that_parses_the_file_reports_the_same_syntax(name: str, 
     assert parsing.newer_than_target(as_parsed, target) == parsing.newer_than_target(lowered, target) != []
 
 
+def test_the_oldest_python_lowering_knows_is_that_of_its_oldest_syntax() -> None:
+    versions = [value.version for value in vars(lowering).values() if isinstance(value, lowering.Feature)]
+    assert len(versions) == 10 and min(versions) == parsing.OLDEST_LOWERED
+
+
 def test_a_newer_python_scans_no_file_for_a_target_it_is_not_newer_than(monkeypatch: pytest.MonkeyPatch) -> None:
     data = (NEWER / "pep701_save.py").read_bytes()
     parsed = parsing.ParsedSource(ast.parse("pass"), data)
@@ -346,7 +351,7 @@ def test_the_checked_files_that_parse_are_never_lowered(monkeypatch: pytest.Monk
     def refuse(text: str) -> None:
         raise AssertionError("lowered a file that parses")
 
-    monkeypatch.setattr(parsing, "lower", refuse)
+    monkeypatch.setattr(lowering, "lower", refuse)
     engine = Engine(all_rules())
     for path in REPOSITORY_FILES:
         result = engine.check_source(str(path), path.read_bytes())
