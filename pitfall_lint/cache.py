@@ -39,7 +39,7 @@ def _from_row(row: list[Any]) -> Diagnostic:
 
 class ResultCache:
     def __init__(self, root: Path, rule_codes: Iterable[str], settings: object = None) -> None:
-        """`settings`: whatever else changes the results (the project model's mode), as plain data."""
+        """`settings`: whatever else changes the results (the model's mode, the target Python), as plain data."""
         key = json.dumps([__version__, _ROW_FORMAT, sorted(rule_codes), settings])
         self.folder = root / FOLDER
         self._name = f"results-{hashlib.blake2b(key.encode(), digest_size=8).hexdigest()}.json"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pitfall_lint import pool
 from pitfall_lint.cache import ResultCache
+from pitfall_lint.config import TargetVersion
 from pitfall_lint.engine import FileResult
 from pitfall_lint.files import Excluder, discover
 from pitfall_lint.project.layout import find_project_root
@@ -28,6 +29,7 @@ class ProjectSettings:
     excluder: Excluder
     data_parallel: DataParallelMode = "auto"
     root: Path | None = None  # --project-root: one root for every file; else each file's nearest marker
+    target: TargetVersion | None = None  # the projects' oldest Python, when known
 
 
 @dataclass
@@ -58,10 +60,10 @@ def project_model(root: Path | None, members: Sequence[str], settings: ProjectSe
     """The model of a project: every file under its root not excluded, plus `members` (named on the command line)."""
     if root is None:  # no project around them: the files named are the project
         folder = os.path.commonpath([os.path.dirname(os.path.abspath(p)) for p in members])
-        return ProjectModel(folder, members, settings.data_parallel, store)
+        return ProjectModel(folder, members, settings.data_parallel, store, target=settings.target)
     # What the walk could not read is reported by the check of the files named, if at all: no second warning.
     files = discover([str(root)], settings.excluder, lambda _: None)
-    return ProjectModel(str(root), [*files, *members], settings.data_parallel, store)
+    return ProjectModel(str(root), [*files, *members], settings.data_parallel, store, target=settings.target)
 
 
 def _share_project_facts(model: ProjectModel, store: SummaryStore) -> None:
@@ -87,7 +89,9 @@ def check_paths(
 ) -> CheckRun:
     """Results in the order of `paths`. The files of every project share one pool: a small project found inside a
     large one (its own setup.py) is checked beside it, not after it."""
-    cache = ResultCache(cache_root, [rule.info.code for rule in rules], settings.data_parallel) if use_cache else None
+    target = settings.target  # the syntax a file may use depends on it
+    varying = [settings.data_parallel, [*target.version, target.source] if target is not None else None]
+    cache = ResultCache(cache_root, [rule.info.code for rule in rules], varying) if use_cache else None
     store = SummaryStore(cache.folder if cache is not None else None)
     run = CheckRun([])
     results: dict[str, FileResult] = {}

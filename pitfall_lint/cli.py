@@ -144,7 +144,7 @@ def check(
         _fail(str(error))
     if project_root is not None and not os.path.isdir(project_root):
         _fail(f"{project_root}: --project-root is not a folder")
-    settings = ProjectSettings(excluder, config.data_parallel, Path(project_root) if project_root else None)  # type: ignore[arg-type]
+    settings = ProjectSettings(excluder, config.data_parallel, Path(project_root) if project_root else None, config.target)  # type: ignore[arg-type]
     if not files:
         _warn("no Python files found under the given paths")
     errors = len(requested) - len(named)  # a missing path: the others are reported, and the run exits 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -23,11 +24,60 @@ _DATA_PARALLEL_KEY = "data-parallel"
 DATA_PARALLEL_MODES = ("auto", "always", "never")
 _RESPECT_GITIGNORE_KEY = "respect-gitignore"
 _PREVIEW_KEY = "preview"
-_KNOWN_KEYS = (*_LIST_KEYS, "per-file-ignores", _DATA_PARALLEL_KEY, _RESPECT_GITIGNORE_KEY, _PREVIEW_KEY)
+_TARGET_KEY = "target-version"
+# The oldest Python the project supports, as Ruff spells it; without it, `[project] requires-python` tells.
+TARGET_VERSIONS = tuple(f"py3{minor}" for minor in range(7, 15))
+_KNOWN_KEYS = (*_LIST_KEYS, "per-file-ignores", _DATA_PARALLEL_KEY, _RESPECT_GITIGNORE_KEY, _PREVIEW_KEY, _TARGET_KEY)
+# One clause of a version specifier (PEP 440), such as `>=3.10` or `==3.11.*`.
+_SPECIFIER = re.compile(r"\s*(?P<operator>~=|===|==|!=|<=|>=|<|>)\s*(?P<major>\d+)(?:\.(?P<minor>\d+))?(?:\.\d+)*(?:\.\*)?\s*")
 
 
 class ConfigError(Exception):
     """A one-line message that names the file and the key."""
+
+
+@dataclass(frozen=True)
+class TargetVersion:
+    """The oldest Python the project supports, and the setting that says so."""
+
+    version: tuple[int, int]
+    source: str  # "target-version" or "requires-python"
+
+    def __str__(self) -> str:
+        return f"{self.version[0]}.{self.version[1]}"
+
+
+def requires_python_floor(specifier: str) -> tuple[int, int] | None:
+    """The lowest Python version (major, minor) a `requires-python` admits: `>=3.10` -> 3.10, `~=3.9` -> 3.9;
+    None when it sets no lower bound or cannot be read."""
+    floors = []
+    for clause in specifier.split(","):
+        match = _SPECIFIER.fullmatch(clause)
+        if match is None:
+            return None
+        if match["operator"] in ("~=", "===", "==", ">=", ">"):
+            floors.append((int(match["major"]), int(match["minor"] or 0)))
+    return max(floors, default=None)
+
+
+def _requires_python(document: dict) -> TargetVersion | None:
+    project = document.get("project")
+    specifier = project.get("requires-python") if isinstance(project, dict) else None
+    floor = requires_python_floor(specifier) if isinstance(specifier, str) else None
+    return TargetVersion(floor, "requires-python") if floor is not None else None
+
+
+def _nearest_requires_python(start: Path) -> TargetVersion | None:
+    """Of the nearest pyproject.toml: a project's metadata, not our configuration, so one that cannot be read
+    tells nothing rather than stopping the run."""
+    for folder in [start, *start.parents]:
+        candidate = folder / "pyproject.toml"
+        if os.path.isfile(candidate):
+            try:
+                return _requires_python(tomllib.loads(candidate.read_text(encoding="utf-8")))
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+                return None
+    return None
 
 
 @dataclass(frozen=True)
@@ -43,6 +93,8 @@ class Config:
     data_parallel: str = "auto"
     respect_gitignore: bool = True  # skip what .gitignore, .ignore and .git/info/exclude leave out, as Ruff does
     preview: bool = False
+    # The project's target Python, None when unknown: syntax newer than it is reported (PFL000).
+    target: TargetVersion | None = None
 
     @cached_property
     def _resolved_root(self) -> Path:
@@ -107,7 +159,7 @@ def _boolean(table: dict[str, object], key: str, default: bool, path: Path) -> b
 
 def load_config(path: Path | None, known_codes: Sequence[str]) -> Config:
     if path is None:
-        return Config(root=Path.cwd())
+        return Config(root=Path.cwd(), target=_nearest_requires_python(Path.cwd()))
     try:
         document = tomllib.loads(_read_toml_text(path))
     except tomllib.TOMLDecodeError as error:
@@ -133,11 +185,17 @@ def load_config(path: Path | None, known_codes: Sequence[str]) -> Config:
         raise ConfigError(
             f"{path}: [{SECTION}] {_DATA_PARALLEL_KEY}: expected one of {', '.join(map(repr, DATA_PARALLEL_MODES))}, got {data_parallel!r}"
         )
+    target = table.get(_TARGET_KEY)
+    if target is not None and target not in TARGET_VERSIONS:
+        raise ConfigError(
+            f"{path}: [{SECTION}] {_TARGET_KEY}: expected one of {', '.join(map(repr, TARGET_VERSIONS))}, got {target!r}"
+        )
     return Config(
         root=path.parent,
         data_parallel=data_parallel,
         respect_gitignore=_boolean(table, _RESPECT_GITIGNORE_KEY, True, path),
         preview=_boolean(table, _PREVIEW_KEY, False, path),
+        target=TargetVersion((3, int(target[3:])), _TARGET_KEY) if target is not None else _requires_python(document),
         source=path,
         select=values.get("select"),
         extend_select=values.get("extend-select", ()),

@@ -95,6 +95,6 @@ def applies(fix: Applicability | None, unsafe: bool) -> bool:
 PARSE_ERROR = RuleInfo(
     code="PFL000",
     name="parse-error",
-    summary="The file could not be read, decoded or parsed, so no rule could check it.",
+    summary="The file could not be read, decoded or parsed, so no rule could check it; or it uses syntax newer than the project's target Python.",
     severity="error",
 )

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import ast
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import PARSE_ERROR, Diagnostic
 from pitfall_lint.notebook import NOTEBOOK_SUFFIX, NotebookError, NotebookSource, read_notebook
+from pitfall_lint.parsing import newer_than_target, parse_source, target_message
 from pitfall_lint.project.model import ProjectModel, Question
 from pitfall_lint.rules.base import Rule
 from pitfall_lint.source import SourceText, decoding_error
@@ -31,10 +31,13 @@ class FileResult:
     summaries: dict[str, list] = field(default_factory=dict, compare=False)
 
 
-def _parse_error(path: str, message: str, line: int = 1, column: int = 1) -> FileResult:
+def _engine_diagnostic(path: str, message: str, line: int = 1, column: int = 1) -> Diagnostic:
     info = PARSE_ERROR
-    diagnostic = Diagnostic(path, line, column, info.code, info.name, line, column, info.severity, message)
-    return FileResult(path, (diagnostic,))
+    return Diagnostic(path, line, column, info.code, info.name, line, column, info.severity, message)
+
+
+def _parse_error(path: str, message: str, line: int = 1, column: int = 1) -> FileResult:
+    return FileResult(path, (_engine_diagnostic(path, message, line, column),))
 
 
 def _in_cells(diagnostic: Diagnostic, notebook: NotebookSource) -> Diagnostic:
@@ -107,16 +110,19 @@ class Engine:
                 return _parse_error(path, f"cannot decode: {reason}")
             return FileResult(path, questions=view.questions(), summaries=project.take_fresh_summaries())
         try:
-            with warnings.catch_warnings():
-                # The compiler's own warnings (invalid escapes, `1()`) are not ours to print.
-                warnings.simplefilter("ignore")
-                tree = ast.parse(data, filename=path)
+            parsed = parse_source(data, path)
         except SyntaxError as error:
             return _parse_error(path, f"cannot parse: {error.msg}", error.lineno or 1, max(error.offset or 1, 1))
         except (ValueError, MemoryError, RecursionError) as error:
             return _parse_error(path, f"cannot parse: {error}")
         text = SourceText(data)
-        ctx = FileContext(path, tree, text, view)
+        ctx = FileContext(path, parsed.tree, text if parsed.data is data else SourceText(parsed.data), view)
+        target = project.target
+        if target is not None:  # syntax newer than the project's Python: an error, and still the rules run
+            ctx.diagnostics.extend(
+                _engine_diagnostic(path, target_message(feature, target), feature.line, feature.column)
+                for feature in newer_than_target(parsed, target)
+            )
         project.offer(path, ctx, content)
         try:
             rules = [rule(ctx) for rule in applicable]

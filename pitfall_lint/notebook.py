@@ -52,9 +52,15 @@ def _is_magic(line: str) -> bool:
 
 
 def _compiles(statement: str) -> bool:
+    """Syntax newer than this interpreter's is read as the check reads it: lowered (pitfall_lint.lowering)."""
     try:
         compile(statement, "<cell>", "exec", ast.PyCF_ONLY_AST)
-    except (SyntaxError, ValueError, MemoryError, RecursionError):  # a line nested past the parser's depth too
+    except SyntaxError:
+        from pitfall_lint.lowering import lower  # here: only a line that fails to compile needs it
+
+        lowered = lower(statement).text
+        return lowered != statement and _compiles(lowered)
+    except (ValueError, MemoryError, RecursionError):  # a line nested past the parser's depth too
         return False
     return True
 

@@ -12,7 +12,6 @@ import ast
 import hashlib
 import os
 import re
-import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import astuple, dataclass, field
 from typing import TYPE_CHECKING, Literal
@@ -26,6 +25,7 @@ from pitfall_lint.project.store import SummaryStore, content_key
 from pitfall_lint.project.summary import UNKNOWN, CallSite, ClassFacts, FileSummary, WrapSite, summarize
 
 if TYPE_CHECKING:
+    from pitfall_lint.config import TargetVersion
     from pitfall_lint.context import FileContext
 
 DataParallelMode = Literal["auto", "always", "never"]
@@ -124,10 +124,12 @@ class ProjectModel:
         data_parallel: DataParallelMode = "auto",
         store: SummaryStore | None = None,
         contents: dict[str, bytes] | None = None,
+        target: TargetVersion | None = None,
     ) -> None:
         self.root = os.path.abspath(root)
         self.files = tuple(sorted(dict.fromkeys(os.path.abspath(f) for f in files)))
         self.data_parallel = data_parallel
+        self.target = target  # the project's oldest Python, when known: newer syntax in its files is reported
         self._store = store if store is not None else SummaryStore(None)
         self._contents: dict[str, bytes | None] = {os.path.abspath(k): v for k, v in (contents or {}).items()}
         self._layout = Layout(self.root, self.files)
@@ -227,6 +229,7 @@ class ProjectModel:
         """The file's tree: the one being checked, else parsed (None: it cannot be)."""
         from pitfall_lint.context import FileContext
         from pitfall_lint.notebook import NOTEBOOK_SUFFIX, NotebookError, read_notebook
+        from pitfall_lint.parsing import parse_source
         from pitfall_lint.source import SourceText
 
         ctx = self._trees.get(path)
@@ -238,12 +241,10 @@ class ProjectModel:
             except NotebookError:
                 return None
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                tree = ast.parse(data, filename=path)
+            parsed = parse_source(data, path)
         except (SyntaxError, ValueError, MemoryError, RecursionError):
             return None
-        return FileContext(path, tree, SourceText(data), self.view(path))
+        return FileContext(path, parsed.tree, SourceText(parsed.data), self.view(path))
 
     def _summarize(self, path: str, data: bytes) -> FileSummary | None:
         ctx = self._parsed(path, data)
