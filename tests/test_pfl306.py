@@ -154,6 +154,18 @@ CASES = {
         if __name__ == "__main__":
             Process(target=work).start()
     """,
+    "uses-beside-or-after-a-test-of-an-error": """
+        import os
+        import pytest
+        import torch.distributed as dist
+        def test_rejects_a_tcp_url():
+            with pytest.raises(ValueError):
+                pass
+            dist.init_process_group("gloo", init_method="tcp://10.1.1.20:23456", rank=0, world_size=1)  # expect: PFL306
+            with pytest.raises(ValueError), open("log") as log:
+                pass
+            store = dist.TCPStore("127.0.0.1", 29500, 1, True)  # expect: PFL306
+    """,
     # Fine: the port comes from elsewhere, is a default the launcher can override, or is free.
     "setdefault-under-a-launcher-is-a-default": """
         import os
@@ -236,6 +248,29 @@ CASES = {
             dist.init_process_group("gloo", init_method="tcp://{}:{}".format(host, port))
             dist.init_process_group("gloo", init_method="env://")
             dist.init_process_group("gloo", init_method=f"file://{path}")
+    """,
+    "tests-of-an-error-raise-before-binding": """
+        import os
+        import unittest
+        import pytest
+        from pytest import raises as expect_error
+        import torch.distributed as dist
+        import ignite.distributed as idist
+        def test_create_from_backend():
+            with pytest.raises(ValueError, match="TCP initialization"):
+                dist.init_process_group("gloo", init_method="tcp://10.1.1.20:23456", rank=0, world_size=1)
+        def test_parallel():
+            with pytest.raises(ValueError):
+                with idist.Parallel(backend="gloo", init_method="tcp://10.1.1.20:23456") as parallel:
+                    parallel.run(print)
+        def test_store():
+            with expect_error(RuntimeError):
+                store = dist.TCPStore("127.0.0.1", 29500, 1, True)
+        class TestEnvironment(unittest.TestCase):
+            def test_port(self):
+                with self.assertRaisesRegex(RuntimeError, "port"):
+                    os.environ["MASTER_PORT"] = "12355"
+                    dist.init_process_group("gloo")
     """,
     "argparse-default-is-configurable": """
         import argparse

@@ -7,6 +7,7 @@ import re
 from collections.abc import Sequence
 
 from pitfall_lint.analysis.processes import launches_or_builds_processes
+from pitfall_lint.analysis.reachability import expects_exception
 from pitfall_lint.analysis.scopes import Function, enclosing_function, local_value, module_assignments
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
@@ -86,8 +87,10 @@ class HardcodedMasterPort(Rule):
         # the variable: in a file that starts its workers itself.
         self._defaults: list[ast.Constant] = []
         self._starts_workers = False
+        self._sink: ast.AST = ctx.tree  # the statement or call being visited, which would use the port
 
     def visit(self, node: ast.AST) -> None:
+        self._sink = node
         if isinstance(node, ast.Assign):
             self._visit_assign(node)
         else:
@@ -151,7 +154,7 @@ class HardcodedMasterPort(Rule):
 
     def _check_environment_port(self, value: ast.expr, default: bool = False) -> None:
         literal = self._port_literal(value)
-        if literal is None:
+        if literal is None or not self._runs():
             return
         if default or self._is_conditional_default():
             self._defaults.append(literal)
@@ -162,7 +165,7 @@ class HardcodedMasterPort(Rule):
         if not self._starts_workers:
             return  # a launcher (torchrun) sets MASTER_PORT, or whoever runs the file can: the default is a default
         for literal in self._defaults:
-            self._report(
+            self._emit(
                 literal,
                 f"`MASTER_PORT` defaults to the fixed port {literal.value!r}, and this file starts its workers itself, "
                 f"so nothing sets the variable before it: {_ADVICE}",
@@ -232,7 +235,17 @@ class HardcodedMasterPort(Rule):
     def _is_environ(self, node: ast.AST) -> bool:
         return self.ctx.qualified_name(node) == "os.environ"
 
+    def _runs(self) -> bool:
+        """Whether the use being visited can run: in a test of an error (`with pytest.raises(...)`), the call raises
+        before it binds anything."""
+        return not expects_exception(self.ctx, self._sink, self.ctx.ancestors)
+
     def _report(self, node: ast.AST, message: str) -> None:
+        """Report a port the use being visited binds."""
+        if self._runs():
+            self._emit(node, message)
+
+    def _emit(self, node: ast.AST, message: str) -> None:
         if id(node) not in self._reported:
             self._reported.add(id(node))
             self.report(node, message)
