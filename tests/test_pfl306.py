@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from textwrap import dedent
 
 import pytest
 
-from marks import assert_marks
+from marks import assert_marks, reported
+from test_project_model import assert_project
 
 CASES = {
     "environ-subscript-string": """
@@ -272,6 +274,19 @@ CASES = {
                     os.environ["MASTER_PORT"] = "12355"
                     dist.init_process_group("gloo")
     """,
+    "private-methods-called-or-not": """
+        import os
+        import torch.distributed as dist
+        class Worker:
+            def start(self):
+                self._join()
+            def _join(self):
+                os.environ["MASTER_PORT"] = "29500"  # expect: PFL306
+                dist.init_process_group("gloo")
+            def _join_old(self):
+                os.environ["MASTER_PORT"] = "29400"
+                dist.init_process_group("gloo")
+    """,
     "argparse-default-is-configurable": """
         import argparse
         parser = argparse.ArgumentParser()
@@ -305,3 +320,58 @@ CASES = {
 @pytest.mark.parametrize("name", CASES)
 def test_case(name: str) -> None:
     assert_marks(dedent(CASES[name]))
+
+
+HELPER = """
+import os
+from contextlib import contextmanager
+from multiprocessing import Process
+import torch.distributed as dist
+{decorator}
+def {name}():
+    os.environ["MASTER_PORT"] = str(12345)  # {mark}
+    dist.init_process_group("gloo", rank=0, world_size=1)
+{use}
+"""
+
+
+@pytest.mark.parametrize(
+    ("path", "name", "decorator", "use", "found"),
+    [
+        # Nothing can call it: a test file's helper pytest does not collect (torchtune's `single_box_init`), a private
+        # function, a private method.
+        ("tests/test_utils.py", "single_box_init", "@contextmanager", "", False),
+        ("train_test.py", "init_group", "", "", False),
+        ("train.py", "_init_group", "", "", False),
+        # Called, or run by something that does not spell its name: found.
+        ("tests/test_utils.py", "single_box_init", "@contextmanager", "with single_box_init():\n    pass", True),
+        ("train.py", "_init_group", "", "if __name__ == '__main__':\n    Process(target=_init_group).start()", True),
+        ("tests/test_utils.py", "init_group", "", "# init_group is kept for the nightly suite", True),
+        ("tests/test_distributed.py", "test_all_reduce", "", "", True),
+        ("tests/test_distributed.py", "setup_module", "", "", True),
+        ("tests/conftest.py", "pytest_configure", "", "", True),
+        ("tests/conftest.py", "distributed_group", "import pytest\n@pytest.fixture", "", True),
+        ("tests/test_utils.py", "__call__", "", "", True),
+        # A public function outside the tests is its users' to call.
+        ("src/library/distributed.py", "init_group", "", "", True),
+        ("tests_utils.py", "init_group", "", "", True),
+    ],
+)
+def test_a_helper_nothing_calls(path: str, name: str, decorator: str, use: str, found: bool) -> None:
+    source = HELPER.format(decorator=decorator, name=name, use=use, mark="")
+    line = source.splitlines().index('    os.environ["MASTER_PORT"] = str(12345)  # ') + 1
+    assert reported(source, path) == ({("PFL306", line)} if found else set())
+
+
+def test_a_helper_is_live_when_another_file_names_it(tmp_path: Path) -> None:
+    assert_project(
+        tmp_path,
+        {
+            "tests/test_utils.py": HELPER.format(decorator="", name="init_group", use="", mark="expect: PFL306"),
+            "tests/test_collectives.py": "from tests.test_utils import init_group\ndef test_sum():\n    init_group()\n",
+            # Named nowhere else: a private function, and any helper in a tests folder.
+            "tests/test_nothing.py": HELPER.format(decorator="", name="_unused", use="", mark=""),
+            "tests/helpers/distributed.py": HELPER.format(decorator="", name="init_unused", use="", mark=""),
+            "src/distributed.py": HELPER.format(decorator="", name="init_public", use="", mark="expect: PFL306"),
+        },
+    )

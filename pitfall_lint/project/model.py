@@ -726,6 +726,11 @@ class ProjectModel:
         candidates = self._files_naming(short, named)
         return candidates if path in candidates else [path, *candidates]
 
+    def named_elsewhere(self, path: str, name: str) -> bool:
+        """Whether a file of the project other than `path` spells the identifier (a call, an import, a mention in a
+        string or a comment): where none does, only `path` can use what it names."""
+        return any(other != path for other in self._files_naming(name))
+
     def has_callers(self, path: str, name: str) -> bool:
         """Whether any file of the project calls the function by a name that resolves to it."""
         return bool(self._call_sites(path, name))
@@ -862,6 +867,7 @@ _QUESTIONS = {
     "holds-parameters": "holds_parameters",
     "callers-restricted": "callers_restricted",
     "has-callers": "has_callers",
+    "named-elsewhere": "named_elsewhere",
     "every-rank-caller": "every_rank_caller",
     "wrapper-checkpoint": "wrapper_checkpoint",
     "spawn-site": "spawn_site",
@@ -938,6 +944,15 @@ class ProjectView:
     def has_callers(self, function: Definition, ancestors: Sequence[ast.AST]) -> bool:
         return self._ask("has-callers", self.path, definition_name(function, ancestors))  # type: ignore[return-value]
 
+    def named_elsewhere(self, name: str) -> bool:
+        """Whether another file of the project spells the identifier."""
+        return self._ask("named-elsewhere", self.path, name)  # type: ignore[return-value]
+
+    @property
+    def relative_path(self) -> str:
+        """The file's path from the project's root."""
+        return os.path.relpath(self.path, self.model.root)
+
     def every_rank_caller(
         self, function: Definition, ancestors: Sequence[ast.AST], slots: Sequence[str] = (), branch: Sequence[Sequence] = ()
     ) -> Evidence | None:
@@ -960,7 +975,7 @@ class _OfflineView(ProjectView):
     """Answers every question as a file alone would, without asking the project."""
 
     online = False
-    _ALONE: dict[str, object] = {"module-class": False, "methods": {}, "has-callers": False}
+    _ALONE: dict[str, object] = {"module-class": False, "methods": {}, "has-callers": False, "named-elsewhere": True}
 
     def _ask(self, question: str, *arguments: object) -> object:
         return self._ALONE.get(question)

@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 
 from pitfall_lint.analysis.processes import launches_or_builds_processes
-from pitfall_lint.analysis.reachability import expects_exception
+from pitfall_lint.analysis.reachability import never_runs
 from pitfall_lint.analysis.scopes import Function, enclosing_function, local_value, module_assignments
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
@@ -236,9 +236,9 @@ class HardcodedMasterPort(Rule):
         return self.ctx.qualified_name(node) == "os.environ"
 
     def _runs(self) -> bool:
-        """Whether the use being visited can run: in a test of an error (`with pytest.raises(...)`), the call raises
-        before it binds anything."""
-        return not expects_exception(self.ctx, self._sink, self.ctx.ancestors)
+        """Whether the use being visited can bind its port: not in a test of an error (`with pytest.raises(...)`),
+        where the call raises first, nor in a helper nothing calls."""
+        return not never_runs(self.ctx, self._sink, self.ctx.ancestors)
 
     def _report(self, node: ast.AST, message: str) -> None:
         """Report a port the use being visited binds."""
