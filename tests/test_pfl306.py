@@ -168,6 +168,22 @@ CASES = {
                 pass
             store = dist.TCPStore("127.0.0.1", 29500, 1, True)  # expect: PFL306
     """,
+    "environment-fallbacks-in-a-file-that-starts-its-workers": """
+        import os
+        import torch.distributed as dist
+        import torch.multiprocessing as mp
+        DEFAULT_PORT = "29512"  # expect: PFL306
+        def setup_environment():
+            os.environ["MASTER_PORT"] = os.environ.get("MASTER_PORT", "15000")  # expect: PFL306
+            os.environ["MASTER_PORT"] = os.getenv("MASTER_PORT") or "29511"  # expect: PFL306
+            return os.environ.get("MASTER_PORT", DEFAULT_PORT)
+        def run(worker, nprocs, master_port=None):
+            if master_port is None:
+                master_port = int(os.getenv("MASTER_PORT", 2222))  # expect: PFL306
+            url = f"tcp://127.0.0.1:{os.getenv('MASTER_PORT', default='29510')}"  # expect: PFL306
+            start_processes = mp.start_processes
+            start_processes(worker, args=(master_port, url), nprocs=nprocs, start_method="spawn")
+    """,
     # Fine: the port comes from elsewhere, is a default the launcher can override, or is free.
     "setdefault-under-a-launcher-is-a-default": """
         import os
@@ -195,6 +211,13 @@ CASES = {
             dist.init_process_group("gloo", init_method=f"tcp://localhost:{ZERO}")
         if __name__ == "__main__":
             mp.spawn(setup, args=(OPTIONS, "localhost"), nprocs=2)
+    """,
+    "environment-fallbacks-under-a-launcher": """
+        import os
+        import torch.distributed as dist
+        os.environ["MASTER_PORT"] = os.environ.get("MASTER_PORT", "15000")
+        master_port = int(os.getenv("MASTER_PORT", 2222)) or int(os.environ.get("MASTER_PORT") or "29511")
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{master_port}")
     """,
     "setdefault-is-a-default": """
         import os

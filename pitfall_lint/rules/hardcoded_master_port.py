@@ -6,7 +6,7 @@ import ast
 import re
 from collections.abc import Sequence
 
-from pitfall_lint.analysis.processes import launches_or_builds_processes
+from pitfall_lint.analysis.processes import LAUNCHERS, PROCESS_CLASSES, launches_or_builds_processes
 from pitfall_lint.analysis.reachability import never_runs
 from pitfall_lint.analysis.scopes import Function, enclosing_function, local_value, module_assignments
 from pitfall_lint.context import FileContext
@@ -18,6 +18,7 @@ _PORT_VARIABLE = "MASTER_PORT"
 _TCP_URL = re.compile(r"^tcp://(?:\[[^\]]*\]|[^/:?#]*):(?P<port>\d+)(?:[/?#].*)?$", re.DOTALL)
 _INIT_METHOD_POSITION = 1  # init_process_group(backend, init_method, ...)
 _STORE_PORT_POSITION = 1  # TCPStore(host_name, port, ...)
+_ENVIRONMENT_READS = ("os.environ.get", "os.getenv")  # (name, fallback): a read with a default
 _ADVICE = "launch with `torchrun --standalone` (it picks a free port) or find a free one by binding port 0"
 
 
@@ -63,6 +64,10 @@ def _parameters(function: Function) -> set[str]:
     return {a.arg for a in every if a is not None}
 
 
+def _is_port_variable(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value == _PORT_VARIABLE
+
+
 def _mentions_port_variable(node: ast.AST) -> bool:
     return any(isinstance(n, ast.Constant) and n.value == _PORT_VARIABLE for n in ast.walk(node))
 
@@ -78,7 +83,7 @@ class HardcodedMasterPort(Rule):
     )
     # Every flagged form spells one of these: the variable's name, a tcp:// URL, or the store's class.
     triggers = (("MASTER_PORT", "tcp://", "TCPStore"),)
-    subscriptions = (ast.Assign, ast.Call)
+    subscriptions = (ast.Assign, ast.Call, ast.BoolOp)
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
@@ -93,20 +98,20 @@ class HardcodedMasterPort(Rule):
         self._sink = node
         if isinstance(node, ast.Assign):
             self._visit_assign(node)
-        else:
-            assert isinstance(node, ast.Call)
+        elif isinstance(node, ast.Call):
             self._visit_call(node)
+        else:
+            assert isinstance(node, ast.BoolOp)
+            self._visit_alternatives(node)
 
     # -- os.environ["MASTER_PORT"] = "12355"; options.init_method = "tcp://..."
 
     def _visit_assign(self, node: ast.Assign) -> None:
+        if isinstance(node.value, (ast.Attribute, ast.Name)) and not self._starts_workers:
+            # `start_processes = mp.spawn`, called through the variable afterwards
+            self._starts_workers = self.ctx.qualified_name(node.value) in LAUNCHERS | PROCESS_CLASSES
         for target in node.targets:
-            if (
-                isinstance(target, ast.Subscript)
-                and self._is_environ(target.value)
-                and isinstance(target.slice, ast.Constant)
-                and target.slice.value == _PORT_VARIABLE
-            ):
+            if isinstance(target, ast.Subscript) and self._is_environ(target.value) and _is_port_variable(target.slice):
                 self._check_environment_port(node.value)
             elif isinstance(target, ast.Attribute) and target.attr == "init_method":
                 self._check_init_method(node.value)
@@ -118,6 +123,11 @@ class HardcodedMasterPort(Rule):
         self._starts_workers = self._starts_workers or launches_or_builds_processes(self.ctx, node)
         if function in ("os.environ.update", "os.putenv", "os.environ.setdefault"):
             self._check_environment_call(node, function)
+        elif function in _ENVIRONMENT_READS and node.args and _is_port_variable(node.args[0]):
+            fallback = next((k.value for k in node.keywords if k.arg == "default"), None)
+            fallback = node.args[1] if len(node.args) == 2 else fallback
+            if fallback is not None:
+                self._check_environment_port(fallback, default=True)
         elif function.startswith("torch.") and function.rpartition(".")[2] == "TCPStore":
             port = node.args[_STORE_PORT_POSITION] if len(node.args) > _STORE_PORT_POSITION else None
             port = next((k.value for k in node.keywords if k.arg == "port"), port)
@@ -136,9 +146,23 @@ class HardcodedMasterPort(Rule):
         if init_method is not None:
             self._check_init_method(init_method)
 
+    # -- os.environ.get("MASTER_PORT") or "29500"
+
+    def _visit_alternatives(self, node: ast.BoolOp) -> None:
+        if isinstance(node.op, ast.Or) and any(self._reads_port_variable(value) for value in node.values[:-1]):
+            self._check_environment_port(node.values[-1], default=True)
+
+    def _reads_port_variable(self, node: ast.AST) -> bool:
+        return (
+            isinstance(node, ast.Call)
+            and len(node.args) == 1
+            and _is_port_variable(node.args[0])
+            and self.ctx.qualified_name(node.func) in _ENVIRONMENT_READS
+        )
+
     def _check_environment_call(self, node: ast.Call, function: str) -> None:
         if function in ("os.putenv", "os.environ.setdefault"):
-            if len(node.args) == 2 and isinstance(node.args[0], ast.Constant) and node.args[0].value == _PORT_VARIABLE:
+            if len(node.args) == 2 and _is_port_variable(node.args[0]):
                 self._check_environment_port(node.args[1], default=function == "os.environ.setdefault")
             return
         values = [k.value for k in node.keywords if k.arg == _PORT_VARIABLE]
@@ -147,7 +171,7 @@ class HardcodedMasterPort(Rule):
                 values += [
                     v
                     for k, v in zip(argument.keys, argument.values)
-                    if isinstance(k, ast.Constant) and k.value == _PORT_VARIABLE
+                    if k is not None and _is_port_variable(k)
                 ]
         for value in values:
             self._check_environment_port(value)
