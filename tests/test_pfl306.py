@@ -86,6 +86,21 @@ CASES = {
         options = TensorPipeRpcBackendOptions(init_method="tcp://localhost:29501")  # expect: PFL306
         options.init_method = "tcp://localhost:29502"  # expect: PFL306
     """,
+    "url-attributes": """
+        import os
+        import subprocess
+        import torch
+        def main(args, cfg):
+            if "SLURM_JOB_NODELIST" in os.environ:
+                host_name = subprocess.check_output(["scontrol", "show", "hostnames"]).decode().splitlines()[0]
+                args.dist_url = f"tcp://{host_name}:58472"  # expect: PFL306
+            else:
+                args.dist_url = "tcp://localhost:58472"  # expect: PFL306
+            cfg.distributed_init_method = "tcp://localhost:12356"  # expect: PFL306
+            torch.multiprocessing.spawn(worker, (args,), args.ngpus_per_node)
+        def worker(gpu, args):
+            torch.distributed.init_process_group(backend="nccl", init_method=args.dist_url, world_size=2, rank=gpu)
+    """,
     "ipv6-host": """
         import torch.distributed as dist
         dist.init_process_group("gloo", init_method="tcp://[::1]:23456")  # expect: PFL306
@@ -309,6 +324,15 @@ CASES = {
             def _join_old(self):
                 os.environ["MASTER_PORT"] = "29400"
                 dist.init_process_group("gloo")
+    """,
+    "url-attributes-from-elsewhere-or-not-for-rendezvous": """
+        import random
+        def main(args, cfg, socket):
+            args.dist_url = f"tcp://localhost:{random.randrange(49152, 65535)}"
+            cfg.distributed_init_method = "tcp://localhost:{port}".format(port=args.port)
+            args.hidden_init_method = "xavier"
+            socket.url = "tcp://localhost:5555"
+            args.dist_url = "env://"
     """,
     "argparse-default-is-configurable": """
         import argparse

@@ -16,6 +16,9 @@ from pitfall_lint.rules.base import Rule
 _PORT_VARIABLE = "MASTER_PORT"
 # tcp://host:port, optionally followed by a path or query; IPv6 hosts are bracketed.
 _TCP_URL = re.compile(r"^tcp://(?:\[[^\]]*\]|[^/:?#]*):(?P<port>\d+)(?:[/?#].*)?$", re.DOTALL)
+# Attributes that hold the URL given to init_process_group: `options.init_method`, `args.dist_url` (the ImageNet
+# example's option, which research code assigns itself), `cfg.distributed_init_method`.
+_URL_ATTRIBUTES = re.compile(r"(.+_)?(init_method|dist_url)")
 _INIT_METHOD_POSITION = 1  # init_process_group(backend, init_method, ...)
 _STORE_PORT_POSITION = 1  # TCPStore(host_name, port, ...)
 _ENVIRONMENT_READS = ("os.environ.get", "os.getenv")  # (name, fallback): a read with a default
@@ -104,7 +107,7 @@ class HardcodedMasterPort(Rule):
             assert isinstance(node, ast.BoolOp)
             self._visit_alternatives(node)
 
-    # -- os.environ["MASTER_PORT"] = "12355"; options.init_method = "tcp://..."
+    # -- os.environ["MASTER_PORT"] = "12355"; options.init_method = "tcp://..."; args.dist_url = "tcp://..."
 
     def _visit_assign(self, node: ast.Assign) -> None:
         if isinstance(node.value, (ast.Attribute, ast.Name)) and not self._starts_workers:
@@ -113,8 +116,8 @@ class HardcodedMasterPort(Rule):
         for target in node.targets:
             if isinstance(target, ast.Subscript) and self._is_environ(target.value) and _is_port_variable(target.slice):
                 self._check_environment_port(node.value)
-            elif isinstance(target, ast.Attribute) and target.attr == "init_method":
-                self._check_init_method(node.value)
+            elif isinstance(target, ast.Attribute) and _URL_ATTRIBUTES.fullmatch(target.attr):
+                self._check_init_method(node.value, target.attr)
 
     # -- os.environ.update(...), os.putenv(...), init_process_group(init_method=...), TCPStore(host, port)
 
@@ -195,7 +198,7 @@ class HardcodedMasterPort(Rule):
                 f"so nothing sets the variable before it: {_ADVICE}",
             )
 
-    def _check_init_method(self, value: ast.expr) -> None:
+    def _check_init_method(self, value: ast.expr, holder: str = "init_method") -> None:
         if isinstance(value, ast.Name):
             assigned = self._assigned(value)
             found = self._url_port(assigned) if assigned is not None else None
@@ -203,7 +206,7 @@ class HardcodedMasterPort(Rule):
             found = self._url_port(value)
         if found is not None:
             self._report(
-                found, f"`init_method` names a fixed port (`{ast.unparse(found)}`): {_ADVICE}, or use `env://`"
+                found, f"`{holder}` names a fixed port (`{ast.unparse(found)}`): {_ADVICE}, or use `env://`"
             )
 
     def _url_port(self, url: ast.AST) -> ast.AST | None:
