@@ -199,6 +199,38 @@ CASES = {
             start_processes = mp.start_processes
             start_processes(worker, args=(master_port, url), nprocs=nprocs, start_method="spawn")
     """,
+    "environment-of-a-child-process": """
+        import os
+        import subprocess
+        def launch(command, rank):
+            subprocess.run(command, env={**os.environ, "RANK": str(rank), "MASTER_PORT": "29500"})  # expect: PFL306
+            child = dict(os.environ, MASTER_PORT="29501")  # expect: PFL306
+            subprocess.Popen(command, env=child)
+    """,
+    "mappings-a-file-copies-into-the-environment": """
+        import os
+        import torch.distributed as dist
+        class Trainer:
+            def __init__(self, env_vars):
+                for key, value in env_vars.items():
+                    os.environ[key] = str(value)
+                dist.init_process_group("nccl")
+        class TestParameterServer:
+            def _get_env_vars(self, rank, world_size):
+                return {"RANK": str(rank), "WORLD_SIZE": str(world_size), "MASTER_PORT": "29500"}  # expect: PFL306
+            def test_receive(self):
+                Trainer(self._get_env_vars(0, 2))
+                Trainer(dict(RANK="1", WORLD_SIZE="2", MASTER_PORT="29500"))  # expect: PFL306
+    """,
+    "mappings-updated-into-the-environment-from-a-name-or-spread": """
+        import os
+        def patch_environment(**variables):
+            os.environ.update(**variables)
+        ENVIRONMENT = {"MASTER_ADDR": "localhost", "MASTER_PORT": "12355"}  # expect: PFL306
+        def setup():
+            patch_environment(MASTER_PORT="12356")  # expect: PFL306
+            os.environ.update(ENVIRONMENT)
+    """,
     # Fine: the port comes from elsewhere, is a default the launcher can override, or is free.
     "setdefault-under-a-launcher-is-a-default": """
         import os
@@ -333,6 +365,32 @@ CASES = {
             args.hidden_init_method = "xavier"
             socket.url = "tcp://localhost:5555"
             args.dist_url = "env://"
+    """,
+    "mappings-no-environment-receives": """
+        import os
+        import subprocess
+        from unittest import mock
+        import pytest
+        EXPECTED = {"RANK": "0", "MASTER_PORT": "29500"}
+        def run(command, env_for):
+            subprocess.run(command, env=env_for(0))
+            subprocess.run(command, env={"MASTER_PORT": str(find_free_port())})
+        @pytest.mark.parametrize("environ", [{"MASTER_ADDR": "c1", "MASTER_PORT": "12233"}])
+        def test_parse(environ):
+            assert parse(environ)["MASTER_PORT"] == 12233
+    """,
+    "mappings-for-tests-in-a-file-that-copies-mappings": """
+        import os
+        from unittest import mock
+        def restore(backup):
+            for key, value in backup.items():
+                os.environ[key] = value
+        @mock.patch.dict(os.environ, {"MASTER_ADDR": "1.2.3.4", "MASTER_PORT": "500"})
+        def test_cluster_environment(popen):
+            with mock.patch.dict(os.environ, MASTER_PORT="501"):
+                assert read_environment() == {"MASTER_PORT": "501"}
+            popen.assert_called_once_with(["python"], env={"MASTER_PORT": "502"})
+            assert read_environment() == dict(MASTER_PORT="503")
     """,
     "argparse-default-is-configurable": """
         import argparse

@@ -67,6 +67,11 @@ def _parameters(function: Function) -> set[str]:
     return {a.arg for a in every if a is not None}
 
 
+def _mapping_ports(mapping: ast.Dict) -> list[ast.expr]:
+    """The values of the `"MASTER_PORT"` keys of a dict display."""
+    return [v for k, v in zip(mapping.keys, mapping.values) if k is not None and _is_port_variable(k)]
+
+
 def _is_port_variable(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and node.value == _PORT_VARIABLE
 
@@ -86,7 +91,7 @@ class HardcodedMasterPort(Rule):
     )
     # Every flagged form spells one of these: the variable's name, a tcp:// URL, or the store's class.
     triggers = (("MASTER_PORT", "tcp://", "TCPStore"),)
-    subscriptions = (ast.Assign, ast.Call, ast.BoolOp)
+    subscriptions = (ast.Assign, ast.Call, ast.BoolOp, ast.Dict)
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
@@ -95,6 +100,10 @@ class HardcodedMasterPort(Rule):
         # the variable: in a file that starts its workers itself.
         self._defaults: list[ast.Constant] = []
         self._starts_workers = False
+        # `{"MASTER_PORT": "29500"}` and `MASTER_PORT="29500"` arguments: an environment's entries, the port wherever
+        # the mapping reaches `os.environ`, which a file that copies mappings into it may do from anywhere.
+        self._entries: list[ast.Constant] = []
+        self._copies_mappings = False
         self._sink: ast.AST = ctx.tree  # the statement or call being visited, which would use the port
 
     def visit(self, node: ast.AST) -> None:
@@ -103,9 +112,11 @@ class HardcodedMasterPort(Rule):
             self._visit_assign(node)
         elif isinstance(node, ast.Call):
             self._visit_call(node)
-        else:
-            assert isinstance(node, ast.BoolOp)
+        elif isinstance(node, ast.BoolOp):
             self._visit_alternatives(node)
+        else:
+            assert isinstance(node, ast.Dict)
+            self._visit_mapping(_mapping_ports(node))
 
     # -- os.environ["MASTER_PORT"] = "12355"; options.init_method = "tcp://..."; args.dist_url = "tcp://..."
 
@@ -114,8 +125,11 @@ class HardcodedMasterPort(Rule):
             # `start_processes = mp.spawn`, called through the variable afterwards
             self._starts_workers = self.ctx.qualified_name(node.value) in LAUNCHERS | PROCESS_CLASSES
         for target in node.targets:
-            if isinstance(target, ast.Subscript) and self._is_environ(target.value) and _is_port_variable(target.slice):
-                self._check_environment_port(node.value)
+            if isinstance(target, ast.Subscript) and self._is_environ(target.value):
+                if _is_port_variable(target.slice):
+                    self._check_environment_port(node.value)
+                elif not isinstance(target.slice, ast.Constant):
+                    self._copies_mappings = True  # `for key, value in variables.items(): os.environ[key] = value`
             elif isinstance(target, ast.Attribute) and _URL_ATTRIBUTES.fullmatch(target.attr):
                 self._check_init_method(node.value, target.attr)
 
@@ -131,7 +145,9 @@ class HardcodedMasterPort(Rule):
             fallback = node.args[1] if len(node.args) == 2 else fallback
             if fallback is not None:
                 self._check_environment_port(fallback, default=True)
-        elif function.startswith("torch.") and function.rpartition(".")[2] == "TCPStore":
+        else:
+            self._visit_mapping([k.value for k in node.keywords if k.arg == _PORT_VARIABLE])  # `dict(MASTER_PORT=...)`
+        if function.startswith("torch.") and function.rpartition(".")[2] == "TCPStore":
             port = node.args[_STORE_PORT_POSITION] if len(node.args) > _STORE_PORT_POSITION else None
             port = next((k.value for k in node.keywords if k.arg == "port"), port)
             literal = self._port_literal(port) if port is not None else None
@@ -148,6 +164,9 @@ class HardcodedMasterPort(Rule):
             init_method = node.args[_INIT_METHOD_POSITION]
         if init_method is not None:
             self._check_init_method(init_method)
+        environment = next((k.value for k in node.keywords if k.arg == "env"), None)
+        if environment is not None:
+            self._check_child_environment(environment)
 
     # -- os.environ.get("MASTER_PORT") or "29500"
 
@@ -171,13 +190,52 @@ class HardcodedMasterPort(Rule):
         values = [k.value for k in node.keywords if k.arg == _PORT_VARIABLE]
         for argument in node.args:
             if isinstance(argument, ast.Dict):
-                values += [
-                    v
-                    for k, v in zip(argument.keys, argument.values)
-                    if k is not None and _is_port_variable(k)
-                ]
+                values += _mapping_ports(argument)
+            else:
+                self._copies_mappings = True  # `os.environ.update(variables)`
+        self._copies_mappings = self._copies_mappings or any(k.arg is None for k in node.keywords)
         for value in values:
             self._check_environment_port(value)
+
+    # -- {"MASTER_PORT": "29500"}: subprocess.Popen(command, env=...), or copied into os.environ
+
+    def _visit_mapping(self, ports: list[ast.expr]) -> None:
+        for port in ports:
+            literal = self._port_literal(port)
+            if literal is not None and self._runs() and not self._in_test_environment():
+                self._entries.append(literal)
+
+    def _in_test_environment(self) -> bool:
+        """A mapping compared with (`assert env == {...}`) or patched in for a test (`mock.patch.dict(os.environ,
+        {...})`, the code under test reading it) is no environment of workers."""
+        for ancestor in [*self.ctx.ancestors, self._sink]:
+            if isinstance(ancestor, ast.Compare):
+                return True
+            if isinstance(ancestor, ast.Call):
+                func = ancestor.func
+                if (self.ctx.qualified_name(func) or "").endswith("patch.dict"):
+                    return True
+                if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")).startswith("assert"):
+                    return True
+        return False
+
+    def _check_child_environment(self, environment: ast.expr) -> None:
+        """`env={"MASTER_PORT": "29500", ...}` given to a call that starts a process (or the name holding it); not
+        one a test expects (`popen.assert_called_with(command, env={...})`)."""
+        if self._in_test_environment():
+            return
+        if isinstance(environment, ast.Name):
+            environment = self._assigned(environment) or environment
+        if isinstance(environment, ast.Dict):
+            ports = _mapping_ports(environment)
+        elif isinstance(environment, ast.Call) and isinstance(environment.func, ast.Name) and environment.func.id == "dict":
+            ports = [k.value for k in environment.keywords if k.arg == _PORT_VARIABLE]
+        else:
+            return
+        for port in ports:
+            literal = self._port_literal(port)
+            if literal is not None:
+                self._report(literal, f"`MASTER_PORT` set to the fixed port {literal.value!r} for a child process: {_ADVICE}")
 
     def _check_environment_port(self, value: ast.expr, default: bool = False) -> None:
         literal = self._port_literal(value)
@@ -189,6 +247,13 @@ class HardcodedMasterPort(Rule):
             self._report(literal, f"`MASTER_PORT` set to the fixed port {literal.value!r}: {_ADVICE}")
 
     def finish(self) -> None:
+        if self._copies_mappings:
+            for literal in self._entries:
+                self._emit(
+                    literal,
+                    f"`MASTER_PORT` set to the fixed port {literal.value!r} in a mapping, and this file copies mappings "
+                    f"into `os.environ`: {_ADVICE}",
+                )
         if not self._starts_workers:
             return  # a launcher (torchrun) sets MASTER_PORT, or whoever runs the file can: the default is a default
         for literal in self._defaults:
