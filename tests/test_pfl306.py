@@ -231,6 +231,43 @@ CASES = {
             patch_environment(MASTER_PORT="12356")  # expect: PFL306
             os.environ.update(ENVIRONMENT)
     """,
+    "parameter-defaults-no-call-passes": """
+        import os
+        import torch.distributed as dist
+        import torch.multiprocessing as mp
+        def setup(rank, world_size, port="12355"):  # expect: PFL306
+            os.environ["MASTER_PORT"] = port
+            dist.init_process_group("gloo", rank=rank, world_size=world_size)
+        def connect(rank, *, url="tcp://127.0.0.1:23456", timeout=30):  # expect: PFL306
+            dist.init_process_group("gloo", init_method=url, rank=rank, world_size=2)
+        def train(rank, world_size):
+            setup(rank, world_size)
+            connect(rank, timeout=60)
+        if __name__ == "__main__":
+            mp.spawn(train, args=(2,), nprocs=2)
+    """,
+    "config-defaults-no-use-sets": """
+        from dataclasses import dataclass, field
+        from typing import ClassVar
+        import torch.distributed as dist
+        import torch.multiprocessing as mp
+        @dataclass
+        class MNISTConfig:
+            lr: float = 2e-4
+            registry: ClassVar[dict] = {}
+            backend: str = "nccl"
+            init_method: str = "tcp://127.0.0.1:23456"  # expect: PFL306
+            master_port: int = field(default=12355)  # expect: PFL306
+            world_size: int = 1
+        class Options:
+            dist_url = "tcp://localhost:23457"  # expect: PFL306
+        def main(rank, config):
+            dist.init_process_group(config.backend, config.init_method, rank=rank, world_size=config.world_size)
+        if __name__ == "__main__":
+            options = Options()
+            config = MNISTConfig(2e-4, "gloo", world_size=2)
+            mp.spawn(main, args=(config,), nprocs=config.world_size)
+    """,
     # Fine: the port comes from elsewhere, is a default the launcher can override, or is free.
     "setdefault-under-a-launcher-is-a-default": """
         import os
@@ -392,6 +429,71 @@ CASES = {
             popen.assert_called_once_with(["python"], env={"MASTER_PORT": "502"})
             assert read_environment() == dict(MASTER_PORT="503")
     """,
+    "parameter-defaults-the-callers-may-choose": """
+        import os
+        import torch.distributed as dist
+        import torch.multiprocessing as mp
+        def setup(rank, world_size, port="12355"):
+            os.environ["MASTER_PORT"] = port
+        def by_keyword(port="12356"):
+            os.environ["MASTER_PORT"] = port
+        def by_star(rank, port="12357"):
+            os.environ["MASTER_PORT"] = port
+        def spawned(rank, port="12358"):
+            os.environ["MASTER_PORT"] = port
+        def never_called(port="12359"):
+            os.environ["MASTER_PORT"] = port
+        def reassigned(port="12360"):
+            port = find_free_port()
+            os.environ["MASTER_PORT"] = port
+        class Launcher:
+            def prepare(self, port="12361"):
+                os.environ["MASTER_PORT"] = port
+        def main(args):
+            setup(0, 2, args.port)
+            by_keyword(port=args.port)
+            by_star(*args.rest)
+            reassigned()
+            Launcher().prepare()
+            mp.spawn(spawned, nprocs=2)
+    """,
+    "config-defaults-the-user-may-choose": """
+        import argparse
+        import dataclasses
+        from dataclasses import dataclass
+        from transformers import HfArgumentParser
+        @dataclass
+        class ParsedConfig:
+            init_method: str = "tcp://127.0.0.1:23456"
+        @dataclass
+        class PositionalConfig:
+            backend: str = "nccl"
+            init_method: str = "tcp://127.0.0.1:23457"
+        @dataclass
+        class KeywordConfig:
+            init_method: str = "tcp://127.0.0.1:23458"
+        @dataclass
+        class AssignedConfig:
+            dist_url: str = "tcp://127.0.0.1:23459"
+        @dataclass
+        class ReplacedConfig:
+            master_port: int = 23460
+        class Options(argparse.Namespace):
+            init_method = "tcp://127.0.0.1:23461"
+        class InitOptions:
+            trainer_dist_url = "tcp://127.0.0.1:23462"
+            def __init__(self, url=None):
+                self.url = url or self.trainer_dist_url
+        def main(url):
+            parsed, = HfArgumentParser(ParsedConfig).parse_args_into_dataclasses()
+            positional = PositionalConfig("gloo", url)
+            keyword = KeywordConfig(init_method=url)
+            assigned = AssignedConfig()
+            assigned.dist_url = url
+            replaced = dataclasses.replace(ReplacedConfig(), master_port=0)
+            options = Options()
+            init_options = InitOptions()
+    """,
     "argparse-default-is-configurable": """
         import argparse
         parser = argparse.ArgumentParser()
@@ -478,5 +580,32 @@ def test_a_helper_is_live_when_another_file_names_it(tmp_path: Path) -> None:
             "tests/test_nothing.py": HELPER.format(decorator="", name="_unused", use="", mark=""),
             "tests/helpers/distributed.py": HELPER.format(decorator="", name="init_unused", use="", mark=""),
             "src/distributed.py": HELPER.format(decorator="", name="init_public", use="", mark="expect: PFL306"),
+        },
+    )
+
+
+CONFIG = """
+from dataclasses import dataclass
+@dataclass
+class MNISTConfig:
+    backend: str = "nccl"
+    init_method: str = "tcp://127.0.0.1:23456"  # {mark}
+def main():
+    args = MNISTConfig()
+"""
+
+
+def test_a_default_is_the_port_only_where_no_other_file_can_set_it(tmp_path: Path) -> None:
+    assert_project(
+        tmp_path,
+        {
+            # Two scripts, each with a config of its own of one name: neither imports the other's.
+            "main_launch.py": CONFIG.format(mark="expect: PFL306"),
+            "main_mp.py": CONFIG.format(mark="expect: PFL306"),
+            # A config and a set-up function another module imports, and may give another port.
+            "configs.py": CONFIG.format(mark="") + "def setup(url='tcp://127.0.0.1:23457'):\n"
+            "    import torch.distributed as dist\n    dist.init_process_group('gloo', init_method=url)\nsetup()\n",
+            "train.py": "from configs import MNISTConfig, setup\nconfig = MNISTConfig(init_method='env://')\n"
+            "setup(config.init_method)\n",
         },
     )

@@ -726,10 +726,12 @@ class ProjectModel:
         candidates = self._files_naming(short, named)
         return candidates if path in candidates else [path, *candidates]
 
-    def named_elsewhere(self, path: str, name: str) -> bool:
-        """Whether a file of the project other than `path` spells the identifier (a call, an import, a mention in a
-        string or a comment): where none does, only `path` can use what it names."""
-        return any(other != path for other in self._files_naming(name))
+    def named_elsewhere(self, path: str, name: str, module_level: bool) -> bool:
+        """Whether a file of the project other than `path` may use what `path` names so: one that spells the
+        identifier (a call, an import, a mention in a string or a comment) and, for a module-level definition, the
+        module too (as an import of it must: two scripts may each define their own `Config`)."""
+        candidates = self._possible_callers(path, "", name) if module_level else self._files_naming(name)
+        return any(other != path for other in candidates)
 
     def has_callers(self, path: str, name: str) -> bool:
         """Whether any file of the project calls the function by a name that resolves to it."""
@@ -944,9 +946,9 @@ class ProjectView:
     def has_callers(self, function: Definition, ancestors: Sequence[ast.AST]) -> bool:
         return self._ask("has-callers", self.path, definition_name(function, ancestors))  # type: ignore[return-value]
 
-    def named_elsewhere(self, name: str) -> bool:
-        """Whether another file of the project spells the identifier."""
-        return self._ask("named-elsewhere", self.path, name)  # type: ignore[return-value]
+    def named_elsewhere(self, name: str, module_level: bool) -> bool:
+        """Whether another file of the project may use what this one names so."""
+        return self._ask("named-elsewhere", self.path, name, module_level)  # type: ignore[return-value]
 
     @property
     def relative_path(self) -> str:

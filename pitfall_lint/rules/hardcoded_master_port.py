@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 
 from pitfall_lint.analysis.processes import LAUNCHERS, PROCESS_CLASSES, launches_or_builds_processes
-from pitfall_lint.analysis.reachability import never_runs
+from pitfall_lint.analysis.reachability import default_always_taken, never_runs
 from pitfall_lint.analysis.scopes import Function, enclosing_function, local_value, module_assignments
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
@@ -67,6 +67,42 @@ def _parameters(function: Function) -> set[str]:
     return {a.arg for a in every if a is not None}
 
 
+def _default(function: Function, parameter: str) -> ast.expr | None:
+    """The parameter's default value, None where it has none."""
+    arguments = function.args
+    positional = [*arguments.posonlyargs, *arguments.args]
+    first_with_default = len(positional) - len(arguments.defaults)
+    for index, argument in enumerate(positional):
+        if argument.arg == parameter:
+            return arguments.defaults[index - first_with_default] if index >= first_with_default else None
+    return next((d for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if a.arg == parameter), None)
+
+
+def _may_hold_a_port(value: ast.expr | None) -> bool:
+    """A string or number, or a string built from pieces (a URL): what is worth asking the callers about."""
+    if isinstance(value, ast.Constant):
+        return isinstance(value.value, (str, int)) and not isinstance(value.value, bool)
+    return isinstance(value, (ast.JoinedStr, ast.BinOp))
+
+
+def _class_field(statement: ast.stmt) -> tuple[str, ast.expr] | None:
+    """(name, default) of a class attribute or dataclass field: `port = 1`, `port: int = 1`,
+    `port: int = field(default=1)`."""
+    if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name) and statement.value is not None:
+        name, value = statement.target.id, statement.value
+    elif isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
+        name, value = statement.targets[0].id, statement.value
+    else:
+        return None
+    if isinstance(value, ast.Call) and _last_name(value.func) == "field":
+        value = next((k.value for k in value.keywords if k.arg == "default"), value)
+    return name, value
+
+
+def _last_name(node: ast.AST) -> str:
+    return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+
+
 def _mapping_ports(mapping: ast.Dict) -> list[ast.expr]:
     """The values of the `"MASTER_PORT"` keys of a dict display."""
     return [v for k, v in zip(mapping.keys, mapping.values) if k is not None and _is_port_variable(k)]
@@ -91,7 +127,7 @@ class HardcodedMasterPort(Rule):
     )
     # Every flagged form spells one of these: the variable's name, a tcp:// URL, or the store's class.
     triggers = (("MASTER_PORT", "tcp://", "TCPStore"),)
-    subscriptions = (ast.Assign, ast.Call, ast.BoolOp, ast.Dict)
+    subscriptions = (ast.Assign, ast.Call, ast.BoolOp, ast.Dict, ast.ClassDef)
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
@@ -114,9 +150,34 @@ class HardcodedMasterPort(Rule):
             self._visit_call(node)
         elif isinstance(node, ast.BoolOp):
             self._visit_alternatives(node)
-        else:
-            assert isinstance(node, ast.Dict)
+        elif isinstance(node, ast.Dict):
             self._visit_mapping(_mapping_ports(node))
+        else:
+            assert isinstance(node, ast.ClassDef)
+            self._visit_class(node)
+
+    # -- a config class: `init_method: str = "tcp://127.0.0.1:23456"`, `master_port: int = 12355`
+
+    def _visit_class(self, node: ast.ClassDef) -> None:
+        for statement in node.body:
+            field = _class_field(statement)
+            if field is None:
+                continue
+            name, value = field
+            if _URL_ATTRIBUTES.fullmatch(name):
+                found = self._url_port(value)
+            elif name.lower() == "master_port":
+                found = self._port_literal(value)
+            else:
+                continue
+            # Only a config that every use builds without the field is the port of every run; one given to a
+            # command-line parser (HfArgumentParser, tyro) is the user's to set, as an argparse option is.
+            if found is not None and self._runs() and default_always_taken(self.ctx, node, name):
+                self._emit(
+                    found,
+                    f"`{name}` defaults to the fixed port in `{ast.unparse(value)}`, and no use of `{node.name}` "
+                    f"sets it: {_ADVICE}",
+                )
 
     # -- os.environ["MASTER_PORT"] = "12355"; options.init_method = "tcp://..."; args.dist_url = "tcp://..."
 
@@ -310,7 +371,11 @@ class HardcodedMasterPort(Rule):
     def _assigned(self, name: ast.Name) -> ast.AST | None:
         function = enclosing_function(self.ctx.ancestors)
         if function is not None and name.id in _parameters(function):
-            return None  # a parameter's default is the caller's to override
+            # A parameter's default is the caller's to override: the value only where no call does.
+            default = _default(function, name.id)
+            if not _may_hold_a_port(default) or local_value(name.id, function, name.lineno) is not None:
+                return None
+            return default if default_always_taken(self.ctx, function, name.id) else None
         assigned = local_value(name.id, function, name.lineno)
         return assigned if assigned is not None else self._module_constant(name.id)
 
