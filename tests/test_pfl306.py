@@ -268,6 +268,14 @@ CASES = {
             config = MNISTConfig(2e-4, "gloo", world_size=2)
             mp.spawn(main, args=(config,), nprocs=config.world_size)
     """,
+    "config-field-in-a-file-that-spells-no-other-word-of-the-rule": """
+        from dataclasses import dataclass
+        @dataclass
+        class DistributedConfig:
+            world_size: int = 2
+            master_port: int = 12355  # expect: PFL306
+        config = DistributedConfig(4)
+    """,
     # Fine: the port comes from elsewhere, is a default the launcher can override, or is free.
     "setdefault-under-a-launcher-is-a-default": """
         import os

@@ -125,8 +125,8 @@ class HardcodedMasterPort(Rule):
         hint='launch with `torchrun --standalone` (it picks a free port), or bind port 0 on 127.0.0.1 to find a free one',
         verifiable=True,
     )
-    # Every flagged form spells one of these: the variable's name, a tcp:// URL, or the store's class.
-    triggers = (("MASTER_PORT", "tcp://", "TCPStore"),)
+    # Every flagged form spells one of these: the variable, a tcp:// URL, the store's class, a config's field.
+    triggers = (("MASTER_PORT", "tcp://", "TCPStore", "master_port"),)
     subscriptions = (ast.Assign, ast.Call, ast.BoolOp, ast.Dict, ast.ClassDef)
 
     def __init__(self, ctx: FileContext) -> None:
