@@ -502,6 +502,13 @@ CASES = {
             options = Options()
             init_options = InitOptions()
     """,
+    "guarded-update-in-a-file-that-copies-mappings": """
+        import os
+        def restore(backup):
+            os.environ.update(backup)
+        if "MASTER_PORT" not in os.environ:
+            os.environ.update({"MASTER_PORT": "29500"})
+    """,
     "argparse-default-is-configurable": """
         import argparse
         parser = argparse.ArgumentParser()

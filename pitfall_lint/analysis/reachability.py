@@ -72,7 +72,9 @@ def _called_only_by_name(ctx: FileContext, function: Function, ancestors: Sequen
     """Whether only code that spells its name can call the function: no user of a public API, no test runner, no
     registry a decorator fills."""
     name = function.name
-    if (name.startswith("__") and name.endswith("__")) or not all(is_pure_decorator(ctx, d) for d in function.decorator_list):
+    if name.startswith("__") and name.endswith("__"):
+        return False
+    if not all(is_pure_decorator(ctx, d) for d in function.decorator_list):
         return False
     if name.startswith("_"):
         return True
@@ -104,8 +106,9 @@ def default_always_taken(ctx: FileContext, definition: Function | ast.ClassDef, 
     if position is None or definition not in ctx.tree.body:
         return False
     uses = _name_uses(ctx)
-    calls = [parent for node, parent in uses.loads.get(definition.name, []) if isinstance(parent, ast.Call) and parent.func is node]
-    if not calls or len(calls) != len(uses.loads.get(definition.name, [])):
+    loads = uses.loads.get(definition.name, [])
+    calls = [parent for node, parent in loads if isinstance(parent, ast.Call) and parent.func is node]
+    if not calls or len(calls) != len(loads):
         return False  # also named where it is not called: passed on, subclassed, given to a parser
     if isinstance(definition, ast.ClassDef) and parameter in uses.attribute_stores:
         return False  # `config.port = ...`, `dataclasses.replace(config, port=...)`
@@ -131,7 +134,9 @@ def _position(ctx: FileContext, definition: Function | ast.ClassDef, parameter: 
         return _KEYWORD_ONLY if parameter in {a.arg for a in arguments.kwonlyargs} else None
     if definition.bases or definition.keywords:
         return None  # fields or an `__init__` inherited
-    decorators = [ctx.qualified_name(d.func if isinstance(d, ast.Call) else d, [ctx.tree]) for d in definition.decorator_list]
+    decorators = [
+        ctx.qualified_name(d.func if isinstance(d, ast.Call) else d, [ctx.tree]) for d in definition.decorator_list
+    ]
     if "dataclasses.dataclass" in decorators:
         fields = _init_fields(definition)
         if parameter not in fields:
@@ -152,7 +157,8 @@ def _init_fields(dataclass: ast.ClassDef) -> list[str]:
     for statement in dataclass.body:
         if not isinstance(statement, ast.AnnAssign) or not isinstance(statement.target, ast.Name):
             continue
-        annotation = statement.annotation.value if isinstance(statement.annotation, ast.Subscript) else statement.annotation
+        annotation = statement.annotation
+        annotation = annotation.value if isinstance(annotation, ast.Subscript) else annotation
         if (annotation.attr if isinstance(annotation, ast.Attribute) else getattr(annotation, "id", "")) == "ClassVar":
             continue
         value = statement.value

@@ -88,15 +88,17 @@ def _may_hold_a_port(value: ast.expr | None) -> bool:
 def _class_field(statement: ast.stmt) -> tuple[str, ast.expr] | None:
     """(name, default) of a class attribute or dataclass field: `port = 1`, `port: int = 1`,
     `port: int = field(default=1)`."""
-    if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name) and statement.value is not None:
-        name, value = statement.target.id, statement.value
-    elif isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
-        name, value = statement.targets[0].id, statement.value
+    if isinstance(statement, ast.AnnAssign) and statement.value is not None:
+        target, value = statement.target, statement.value
+    elif isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+        target, value = statement.targets[0], statement.value
     else:
+        return None
+    if not isinstance(target, ast.Name):
         return None
     if isinstance(value, ast.Call) and _last_name(value.func) == "field":
         value = next((k.value for k in value.keywords if k.arg == "default"), value)
-    return name, value
+    return target.id, value
 
 
 def _last_name(node: ast.AST) -> str:
@@ -113,7 +115,7 @@ def _is_port_variable(node: ast.AST) -> bool:
 
 
 def _mentions_port_variable(node: ast.AST) -> bool:
-    return any(isinstance(n, ast.Constant) and n.value == _PORT_VARIABLE for n in ast.walk(node))
+    return any(_is_port_variable(n) for n in ast.walk(node))
 
 
 class HardcodedMasterPort(Rule):
@@ -151,7 +153,8 @@ class HardcodedMasterPort(Rule):
         elif isinstance(node, ast.BoolOp):
             self._visit_alternatives(node)
         elif isinstance(node, ast.Dict):
-            self._visit_mapping(_mapping_ports(node))
+            if not self._updates_environment(self.ctx.ancestors[-1]):  # `os.environ.update({...})`: checked there
+                self._visit_mapping(_mapping_ports(node))
         else:
             assert isinstance(node, ast.ClassDef)
             self._visit_class(node)
@@ -272,13 +275,15 @@ class HardcodedMasterPort(Rule):
         for ancestor in [*self.ctx.ancestors, self._sink]:
             if isinstance(ancestor, ast.Compare):
                 return True
-            if isinstance(ancestor, ast.Call):
-                func = ancestor.func
-                if (self.ctx.qualified_name(func) or "").endswith("patch.dict"):
-                    return True
-                if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")).startswith("assert"):
-                    return True
+            if isinstance(ancestor, ast.Call) and (
+                _last_name(ancestor.func).startswith("assert")
+                or (self.ctx.qualified_name(ancestor.func) or "").endswith("patch.dict")
+            ):
+                return True
         return False
+
+    def _updates_environment(self, node: ast.AST) -> bool:
+        return isinstance(node, ast.Call) and self.ctx.qualified_name(node.func) == "os.environ.update"
 
     def _check_child_environment(self, environment: ast.expr) -> None:
         """`env={"MASTER_PORT": "29500", ...}` given to a call that starts a process (or the name holding it); not
@@ -289,14 +294,15 @@ class HardcodedMasterPort(Rule):
             environment = self._assigned(environment) or environment
         if isinstance(environment, ast.Dict):
             ports = _mapping_ports(environment)
-        elif isinstance(environment, ast.Call) and isinstance(environment.func, ast.Name) and environment.func.id == "dict":
+        elif isinstance(environment, ast.Call) and _last_name(environment.func) == "dict":
             ports = [k.value for k in environment.keywords if k.arg == _PORT_VARIABLE]
         else:
             return
         for port in ports:
             literal = self._port_literal(port)
             if literal is not None:
-                self._report(literal, f"`MASTER_PORT` set to the fixed port {literal.value!r} for a child process: {_ADVICE}")
+                message = f"`MASTER_PORT` set to the fixed port {literal.value!r} for a child process: {_ADVICE}"
+                self._report(literal, message)
 
     def _check_environment_port(self, value: ast.expr, default: bool = False) -> None:
         literal = self._port_literal(value)
@@ -312,8 +318,8 @@ class HardcodedMasterPort(Rule):
             for literal in self._entries:
                 self._emit(
                     literal,
-                    f"`MASTER_PORT` set to the fixed port {literal.value!r} in a mapping, and this file copies mappings "
-                    f"into `os.environ`: {_ADVICE}",
+                    f"`MASTER_PORT` set to the fixed port {literal.value!r} in a mapping, and this file copies "
+                    f"mappings into `os.environ`: {_ADVICE}",
                 )
         if not self._starts_workers:
             return  # a launcher (torchrun) sets MASTER_PORT, or whoever runs the file can: the default is a default
