@@ -77,7 +77,8 @@ def is_pure(ctx: FileContext, node: ast.AST | None) -> bool:
     return False
 
 
-def _pure_decorator(ctx: FileContext, decorator: ast.expr) -> bool:
+def is_pure_decorator(ctx: FileContext, decorator: ast.expr) -> bool:
+    """A decorator that only wraps or marks what it decorates: no effect, nothing registered."""
     target = decorator.func if isinstance(decorator, ast.Call) else decorator
     arguments = [*decorator.args, *(k.value for k in decorator.keywords)] if isinstance(decorator, ast.Call) else []
     if not all(is_pure(ctx, a) for a in arguments):
@@ -107,12 +108,12 @@ def is_definition(ctx: FileContext, statement: ast.stmt) -> bool:
     if isinstance(statement, ast.Expr):
         return isinstance(statement.value, ast.Constant)  # a docstring
     if isinstance(statement, FUNCTIONS):
-        return all(_pure_decorator(ctx, d) for d in statement.decorator_list) and all(
+        return all(is_pure_decorator(ctx, d) for d in statement.decorator_list) and all(
             is_pure(ctx, part) for part in _definition_time_parts(statement)[len(statement.decorator_list) :]
         )
     if isinstance(statement, ast.ClassDef):
         return (
-            all(_pure_decorator(ctx, d) for d in statement.decorator_list)
+            all(is_pure_decorator(ctx, d) for d in statement.decorator_list)
             and all(is_pure(ctx, part) for part in [*statement.bases, *(k.value for k in statement.keywords)])
             and all(is_definition(ctx, s) for s in statement.body)
         )

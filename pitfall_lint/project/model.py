@@ -727,6 +727,13 @@ class ProjectModel:
         candidates = self._files_naming(short, named)
         return candidates if path in candidates else [path, *candidates]
 
+    def named_elsewhere(self, path: str, name: str, module_level: bool) -> bool:
+        """Whether a file of the project other than `path` may use what `path` names so: one that spells the
+        identifier (a call, an import, a mention in a string or a comment) and, for a module-level definition, the
+        module too (as an import of it must: two scripts may each define their own `Config`)."""
+        candidates = self._possible_callers(path, "", name) if module_level else self._files_naming(name)
+        return any(other != path for other in candidates)
+
     def has_callers(self, path: str, name: str) -> bool:
         """Whether any file of the project calls the function by a name that resolves to it."""
         return bool(self._call_sites(path, name))
@@ -863,6 +870,7 @@ _QUESTIONS = {
     "holds-parameters": "holds_parameters",
     "callers-restricted": "callers_restricted",
     "has-callers": "has_callers",
+    "named-elsewhere": "named_elsewhere",
     "every-rank-caller": "every_rank_caller",
     "wrapper-checkpoint": "wrapper_checkpoint",
     "spawn-site": "spawn_site",
@@ -939,6 +947,15 @@ class ProjectView:
     def has_callers(self, function: Definition, ancestors: Sequence[ast.AST]) -> bool:
         return self._ask("has-callers", self.path, definition_name(function, ancestors))  # type: ignore[return-value]
 
+    def named_elsewhere(self, name: str, module_level: bool) -> bool:
+        """Whether another file of the project may use what this one names so."""
+        return self._ask("named-elsewhere", self.path, name, module_level)  # type: ignore[return-value]
+
+    @property
+    def relative_path(self) -> str:
+        """The file's path from the project's root."""
+        return os.path.relpath(self.path, self.model.root)
+
     def every_rank_caller(
         self, function: Definition, ancestors: Sequence[ast.AST], slots: Sequence[str] = (), branch: Sequence[Sequence] = ()
     ) -> Evidence | None:
@@ -961,7 +978,7 @@ class _OfflineView(ProjectView):
     """Answers every question as a file alone would, without asking the project."""
 
     online = False
-    _ALONE: dict[str, object] = {"module-class": False, "methods": {}, "has-callers": False}
+    _ALONE: dict[str, object] = {"module-class": False, "methods": {}, "has-callers": False, "named-elsewhere": True}
 
     def _ask(self, question: str, *arguments: object) -> object:
         return self._ALONE.get(question)
