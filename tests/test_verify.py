@@ -281,6 +281,23 @@ def test_missing_path_is_a_one_line_error() -> None:
     assert (completed.returncode, completed.stderr) == (2, "error: nowhere.py: no such file or directory\n")
 
 
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (("--timeout", "0"), "--timeout must be more than 0: the seconds the run is given before it is stopped"),
+        (("--timeout", "-5"), "--timeout must be more than 0: the seconds the run is given before it is stopped"),
+        (("--steps", "-1"), "--steps must be 0 or more: the optimizer steps per rank before data loading winds down "
+                            "(0: no limit)"),
+    ],
+)
+def test_a_timeout_or_step_count_no_run_can_use_is_a_usage_error(option: tuple[str, str], message: str) -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "pitfall_lint", "verify", *option, str(fixture("PFL101", "bound-method-on-module", "bad"))],
+        capture_output=True, text=True, check=False, timeout=120,
+    )
+    assert (completed.returncode, completed.stdout, completed.stderr) == (2, "", f"error: {message}\n")
+
+
 def test_every_verifiable_rule_has_a_probe_and_back() -> None:
     from pitfall_lint.harness.probes import all_probes
     from pitfall_lint.rules import all_rules

@@ -238,14 +238,24 @@ def _read_source(path: str) -> tuple[bytes, _Source]:
     return data, _Source(path, tree, notebook)
 
 
+def _check_options(options: VerifyOptions) -> None:
+    """Numbers no run can use: usage errors, before anything starts."""
+    if options.nproc < 2:
+        raise HarnessError("--nproc must be at least 2: a pitfall of parallel training needs two replicas or ranks")
+    if not options.timeout > 0:  # NaN too
+        raise HarnessError("--timeout must be more than 0: the seconds the run is given before it is stopped")
+    if options.steps < 0:
+        raise HarnessError("--steps must be 0 or more: the optimizer steps per rank before data loading winds down "
+                           "(0: no limit)")
+
+
 def verify(
     path: str, options: VerifyOptions, rules: list[type[Rule]], progress: Callable[[str], None] = lambda _: None,
     settings: ProjectSettings | None = None,
 ) -> VerifyReport:
     if importlib.util.find_spec("torch") is None:
         raise HarnessError("verify needs torch: install a CPU or CUDA build of torch in this environment")
-    if options.nproc < 2:
-        raise HarnessError("--nproc must be at least 2: a pitfall of parallel training needs two replicas or ranks")
+    _check_options(options)
     data, source = _read_source(path)
     plan = plan_run(path, data, source.tree, options.example)
     root, marked = project_root(path)
