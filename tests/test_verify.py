@@ -66,7 +66,7 @@ BAD = [
     ("PFL402", "missing-set-epoch", {("PFL402", 18, "confirmed")}, "the sampler's epoch stayed 0, so every epoch repeats the first shuffle"),
     ("PFL404", "rank-seeding", {("PFL404", 20, "confirmed")}, "seeds [0, 1] gave the ranks different permutations"),
     ("PFL104", "dp-state-mutation-in-forward", {("PFL104", 19, "confirmed")},
-     "after 3 DataParallel step(s), `batches_seen` of the original WarmupNet is 0; the replicas had set it to 1, 1"),
+     "after 3 DataParallel steps, `batches_seen` of the original WarmupNet is 0; the replicas had set it to 1, 1"),
     ("PFL105", "dp-scalar-or-non-tensor-output", {("PFL105", 20, "confirmed")},
      "Was asked to gather along dimension 0, but all input tensors were scalars; will instead unsqueeze and return a vector."),
     ("PFL106", "compile-with-data-parallel", {("PFL106", 24, "confirmed")}, "'Net' object has no attribute 'head'"),
@@ -329,7 +329,7 @@ def confirmed_evidence(report: dict[str, Any], line: int) -> dict[str, Any]:
 def test_pfl104_shows_the_values_the_replicas_lost() -> None:
     _, report, _ = verify(fixture("PFL104", "dp-state-mutation-in-forward", "bad"))
     assert confirmed_evidence(report, 19) == {
-        "mechanism": "after 3 DataParallel step(s), `batches_seen` of the original WarmupNet is 0; the replicas had set it "
+        "mechanism": "after 3 DataParallel steps, `batches_seen` of the original WarmupNet is 0; the replicas had set it "
         "to 1, 1, and were thrown away",
         "error_type": None, "message": None, "user_frame": None,
     }

@@ -221,7 +221,7 @@ def test_ranks_waiting_for_a_world_that_never_comes_are_told_apart_from_a_slow_r
     returncode, report, stderr = run_verify(folder / "waits_for_ranks.py", "--timeout", "25", cwd=folder)
     assert returncode == 2
     assert report["outcome"] == "stopped after 25 s (timeout); no process left behind"
-    assert report["stop"].startswith("rank(s) 0, 1 waited at ")
+    assert report["stop"].startswith("ranks 0, 1 waited at ")
     assert "to join the process group (world size 4, env://) for ranks that never came" in report["stop"]
     assert "a longer --timeout would not help" in report["stop"]
     assert "raise --timeout" not in stderr

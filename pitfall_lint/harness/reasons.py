@@ -180,7 +180,7 @@ def _timeout(run: RunRecord, timeout: float) -> Stop:
         ranks = sorted({str(e.get("rank")) for e in waiting})
         first = waiting[0]
         return Stop(
-            f"rank(s) {', '.join(ranks)} waited{_where(first)} to join the process group (world size "
+            f"{'rank' if len(ranks) == 1 else 'ranks'} {', '.join(ranks)} waited{_where(first)} to join the process group (world size "
             f"{first.get('world_size')}, {first.get('init_method')}) for ranks that never came",
             "the script's own rendezvous settings (MASTER_ADDR, world size, init_method) disagree with a launch of "
             "N local ranks; a longer --timeout would not help",

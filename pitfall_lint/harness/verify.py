@@ -29,6 +29,7 @@ from pitfall_lint.harness.reasons import ECHOES, Stop, final_statement, stop_poi
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord, Status
 from pitfall_lint.harness.runner import RunOutcome, run_guarded
 from pitfall_lint.harness.sandbox import SEAL_UNAVAILABLE, Enclosure
+from pitfall_lint.harness.words import counted
 from pitfall_lint.notebook import NotebookError, NotebookSource, read_notebook
 from pitfall_lint.rules.base import Rule
 from pitfall_lint.suppress import is_suppressed
@@ -109,7 +110,8 @@ def _device_mode(options: VerifyOptions, command: Command) -> tuple[str, str]:
         return "cuda", f"{command.devices} real {unit}"
     if options.device == "cuda":
         raise HarnessError(f"--device cuda needs {command.devices} {unit}, {gpus} visible")
-    return "cpu", f"{command.devices} virtual {unit} on the CPU ({gpus} real one(s) visible, fewer than {command.devices})"
+    visible = f"{counted(gpus, 'real GPU')} visible, fewer than {command.devices}" if gpus else "no real GPU visible"
+    return "cpu", f"{command.devices} virtual {unit} on the CPU ({visible})"
 
 
 def _cuda_devices(count: int) -> str:
@@ -460,7 +462,9 @@ def _judge(report: VerifyReport, project: ProjectFindings, source: _Source, find
                                            runtime_only=runtime_only))
     report.verdicts.sort(key=lambda v: (os.path.realpath(v.finding.path) != script_real, v.finding.path, v.finding.line))
     if others_unreached:
-        report.notes.append(f"{others_unreached} finding(s) in other files of the project were not reached by this run")
+        were = "was" if others_unreached == 1 else "were"
+        report.notes.append(f"{counted(others_unreached, 'finding')} in other files of the project {were} not reached by "
+                            "this run")
     return explained, culprit is not None
 
 

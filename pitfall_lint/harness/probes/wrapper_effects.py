@@ -9,6 +9,7 @@ from typing import Any
 from pitfall_lint.diagnostic import Diagnostic
 from pitfall_lint.harness.probes.base import Probe, at, errors_matching, last_line
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord
+from pitfall_lint.harness.words import counted
 
 _DATA_PARALLEL = frozenset({"script", "example", "model", "notebook"})
 _ATTRIBUTE = re.compile(r"`(\w+)\.(\w+)")  # each rule's message starts with the expression it flags
@@ -49,7 +50,7 @@ class LostStateProbe(Probe):
             return Judgement(
                 "confirmed",
                 Evidence(
-                    f"after {len(lost)} DataParallel step(s), `{attribute}` of the original {event['module']} "
+                    f"after {counted(len(lost), 'DataParallel step')}, `{attribute}` of the original {event['module']} "
                     f"{original}; the replicas had set it to {', '.join(event['replicas'])}, and were thrown away"
                 ),
             )
