@@ -264,6 +264,22 @@ def test_model_file_whose_forward_takes_several_inputs_needs_its_example(tmp_pat
     )
 
 
+def test_confirmed_verdicts_come_first_so_that_the_failure_confirmed_above_is_above(tmp_path: Path) -> None:
+    source = fixture("PFL101", "bound-method-on-module", "bad").read_text()
+    (tmp_path / "bad.py").write_text(source.replace("DynamicNet(mix=True)", "DynamicNet(mix=False)"))
+    completed = subprocess.run(
+        [sys.executable, "-m", "pitfall_lint", "verify", "bad.py"], cwd=tmp_path, capture_output=True, text=True,
+        check=False, timeout=300,
+    )
+    assert completed.returncode == 1, completed.stderr
+    lines = completed.stdout.splitlines()
+    assert [line for line in lines if line.startswith("bad.py:")] == ["bad.py:20: PFL101 confirmed", "bad.py:18: PFL101 not-run"]
+    assert lines[-2:] == [
+        "    line 18 never ran: the run ended with the failure confirmed above (RuntimeError)",
+        "1 confirmed, 0 not-reproduced, 1 not-run.",
+    ]
+
+
 def test_file_with_no_entry_point_and_no_module(tmp_path: Path) -> None:
     (tmp_path / "helpers.py").write_text("import torch\n\n\ndef save(obj, path):\n    torch.save(obj, path)\n")
     returncode, report, stderr = verify(tmp_path / "helpers.py")

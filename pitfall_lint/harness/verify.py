@@ -460,7 +460,9 @@ def _judge(report: VerifyReport, project: ProjectFindings, source: _Source, find
             explained.update(judgement.explains)
             report.verdicts.append(Verdict(finding, judgement.status, judgement.evidence, report.mode, seconds,
                                            runtime_only=runtime_only))
-    report.verdicts.sort(key=lambda v: (os.path.realpath(v.finding.path) != script_real, v.finding.path, v.finding.line))
+    # Confirmed first: a verdict that says "the failure confirmed above" comes after it.
+    report.verdicts.sort(key=lambda v: (v.status != "confirmed", os.path.realpath(v.finding.path) != script_real,
+                                        v.finding.path, v.finding.cell or 0, v.finding.line))
     if others_unreached:
         were = "was" if others_unreached == 1 else "were"
         report.notes.append(f"{counted(others_unreached, 'finding')} in other files of the project {were} not reached by "
