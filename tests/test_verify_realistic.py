@@ -227,6 +227,19 @@ def test_ranks_waiting_for_a_world_that_never_comes_are_told_apart_from_a_slow_r
     assert "raise --timeout" not in stderr
 
 
+def test_verifys_own_timeout_is_reported_as_such_never_as_the_launchers_signal(tmp_path: Path) -> None:
+    """torch's launcher turns verify's SIGTERM into a SignalException: verify's stop, not a failure of the script."""
+    folder = project(tmp_path, "launch")
+    (tmp_path / "pids").mkdir()
+    returncode, report, stderr = run_verify(folder / "hangs_in_ddp.py", "--timeout", "20", cwd=folder,
+                                            env={"HANG_PID_DIR": str(tmp_path / "pids")})
+    stop = ("the run did not finish within 20 s (rank 0 was at hangs_in_ddp.py:12 in <module>; rank 1 was at "
+            "hangs_in_ddp.py:12 in <module>); raise --timeout or lower --steps")
+    assert (returncode, report["outcome"], report["stop"], report["unexplained"]) == (
+        2, "stopped after 20 s (timeout); no process left behind", stop, [])
+    assert stderr.strip().splitlines()[-1] == f"error: {folder / 'hangs_in_ddp.py'}: {stop}; its processes were killed"
+
+
 def test_a_script_with_its_own_worker_processes_runs_once(tmp_path: Path) -> None:
     folder = project(tmp_path, "launch")
     returncode, report, stderr = run_verify(folder / "own_workers.py", cwd=folder)

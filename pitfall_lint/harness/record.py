@@ -31,14 +31,20 @@ class RunRecord:
     def read(
         cls, script: str, trace_dir: Path, output: str, returncode: int | None, timed_out: bool,
         user_path: Callable[[str], str] = lambda path: path, stopped: str | None = None,
+        stopping_since: float | None = None,
     ) -> RunRecord:
+        """The events of every process; errors raised once verify began stopping the run (the launcher's
+        SignalException for verify's SIGTERM, a rank whose peer was killed first) are left out: the stop is
+        verify's, not a failure of the script."""
         events: list[dict[str, Any]] = []
         for path in sorted(trace_dir.glob("*.jsonl")):
             for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
                 try:
-                    events.append(_mapped(json.loads(line), user_path))
+                    event = _mapped(json.loads(line), user_path)
                 except json.JSONDecodeError:
                     continue  # a process killed mid-write
+                if not (event["event"] == "error" and stopping_since is not None and event.get("time", 0) >= stopping_since):
+                    events.append(event)
         lines: dict[str, set[int]] = defaultdict(set)
         for event in events:
             if event["event"] == "lines":

@@ -304,7 +304,7 @@ def verify(
             requested["PITFALL_LINT_PROJECT_FLAT"] = "1"
         outcome = _run(enclosure, plan, start, script, str(root), device, options, port, requested, scratch, progress)
         run = RunRecord.read(script, scratch / "trace", outcome.output, outcome.returncode, outcome.timed_out,
-                             enclosure.outside, outcome.stopped)
+                             enclosure.outside, outcome.stopped, outcome.stopping_since)
         report.written = enclosure.written()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import sys
+import time
 import traceback
 from functools import lru_cache
 from typing import Any
@@ -108,4 +109,5 @@ def emit_error(error: BaseException, where: str) -> None:
         user_frame=frames[-1] if frames else None,
         frames=frames,
         traceback="".join(traceback.format_exception(error))[-4000:],
+        time=time.time(),  # an error raised once verify began stopping the run is verify's doing
     )
