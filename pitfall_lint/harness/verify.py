@@ -532,7 +532,7 @@ def _unexplained(run: RunRecord, explained: set[int]) -> list[dict[str, Any]]:
     causes += [e for e in run.of("exit") if e.get("status") == "exit" and e.get("code")]  # a rank that exited
     for index, error in enumerate(run.errors):
         key = (error.get("type", ""), last_line(error.get("message")))
-        if index in explained or key in seen:
+        if index in explained or key in seen or error.get("limit"):  # verify's own limit: its stop says so
             continue
         if error.get("type") in ECHOES and (causes or index in explained):
             continue

@@ -20,6 +20,11 @@ _HARNESS = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 _INSTALLED = ("site-packages", "dist-packages")
 
 
+class VerifyLimit(Exception):
+    """What verify itself cannot do with the user's code (shape a second input, emulate FSDP2 on virtual devices):
+    reported as verify's limit, never as a failure of that code."""
+
+
 def current_rank() -> int | None:
     # Never imports torch: a background thread importing it while the main thread does aborts the process.
     dist = sys.modules.get("torch.distributed")
@@ -106,6 +111,7 @@ def emit_error(error: BaseException, where: str) -> None:
         type=type(error).__name__,
         message=str(error),
         module=getattr(error, "name", None) if isinstance(error, ImportError) else None,
+        limit=isinstance(error, VerifyLimit),
         user_frame=frames[-1] if frames else None,
         frames=frames,
         traceback="".join(traceback.format_exception(error))[-4000:],
