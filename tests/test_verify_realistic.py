@@ -301,6 +301,26 @@ def test_a_notebook_runs_cell_by_cell_and_its_finding_is_confirmed(tmp_path: Pat
     assert (finding["code"], finding["cell"], finding["line"], finding["status"]) == ("PFL101", 3, 5, "confirmed")
 
 
+def test_a_notebook_line_that_never_ran_is_named_by_its_cell(tmp_path: Path) -> None:
+    folder = project(tmp_path, "notebook")
+    returncode, report, stderr = run_verify(folder / "exits_early.ipynb", cwd=folder)
+    stop = ("the script exited at exits_early.ipynb:cell 4:2 with 'this notebook needs 8 GPUs'; if it wants more GPUs, "
+            "--nproc N gives it N virtual ones")
+    assert (returncode, report["stop"]) == (2, stop), stderr
+    (finding,) = report["findings"]
+    assert (finding["code"], finding["cell"], finding["line"], finding["status"], finding["evidence"]["mechanism"]) == (
+        "PFL101", 3, 5, "not-run", f"cell 3, line 5 never ran: {stop}")
+
+
+def test_a_finding_only_the_run_makes_in_a_notebook_is_placed_in_its_cell(tmp_path: Path) -> None:
+    folder = project(tmp_path, "notebook")
+    returncode, report, stderr = run_verify(folder / "small_batch.ipynb", cwd=folder)
+    assert returncode == 1, stderr
+    (finding,) = report["findings"]
+    assert (finding["code"], finding["cell"], finding["line"], finding["status"]) == ("PFL110", 3, 3, "confirmed")
+    assert finding["evidence"]["user_frame"]["cell"] == 2
+
+
 def test_a_worker_defined_in_a_notebook_fails_as_in_jupyter(tmp_path: Path) -> None:
     folder = project(tmp_path, "notebook")
     returncode, report, _ = run_verify(folder / "spawns_worker.ipynb", cwd=folder)

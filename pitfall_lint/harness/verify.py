@@ -193,6 +193,13 @@ class _Source:
         joined = self.notebook.origins.index((finding.cell, finding.line)) + 1
         return replace(finding, line=joined, end_line=joined, cell=None)
 
+    def as_written(self, finding: Diagnostic) -> Diagnostic:
+        """A finding the run made, at its line as the user wrote it (in a notebook: its cell, and the line in it)."""
+        if self.notebook is None or finding.cell is not None or os.path.realpath(finding.path) != os.path.realpath(self.path):
+            return finding
+        cell, line = self.notebook.origin(finding.line)
+        return replace(finding, line=line, end_line=line, cell=cell)
+
 
 def _scratch_outside(sealed: list[str]) -> Path:
     """The scratch folder, outside every folder the overlays seal (an overlay cannot hold its own upper layer)."""
@@ -207,11 +214,13 @@ def _scratch_outside(sealed: list[str]) -> Path:
 def _mark_cells(run: RunRecord, source: _Source) -> None:
     """Lines of the notebook, as the run counted them (the cells joined), also given as cell and line for people."""
     assert source.notebook is not None
+    run.notebook = source.notebook
     real = os.path.realpath(source.path)
     places = [e for e in run.events if e.get("file") and e.get("line")]
     for event in run.events:
         places += [p for p in (event.get("place"), event.get("user_frame")) if isinstance(p, dict)]
         places += event.get("frames") or []
+    places += [frame for frames in run.stacks.values() for frame in frames]  # where each process was when stopped
     for place in places:
         if os.path.realpath(place.get("file") or "") == real and isinstance(place.get("line"), int):
             place["cell"], place["cell_line"] = source.notebook.origin(place["line"])
@@ -447,15 +456,16 @@ def _judge(report: VerifyReport, project: ProjectFindings, source: _Source, find
         report.verdicts.append(Verdict(finding, judgement.status, judgement.evidence, report.mode, seconds))
     # What the run saw at a line whose static finding it confirmed is that finding's evidence (two nodes' local
     # rank 0 writing one file is PFL305's), not a finding of its own.
-    confirmed_at = {(os.path.realpath(v.finding.path), v.finding.line) for v in report.verdicts if v.status == "confirmed"}
+    confirmed_at = {_place(v.finding) for v in report.verdicts if v.status == "confirmed"}
     for code, probe in probes.items():
         if code not in selected:
             continue
         runtime_only = code != "PFL110"
         for finding, judgement in probe.observe(run.script, run):
-            if _has_static(project, finding) or is_suppressed(finding.code, _line_text(finding)):
+            if is_suppressed(finding.code, _line_text(finding)):  # the line as the run counted it
                 continue
-            if runtime_only and (os.path.realpath(finding.path), finding.line) in confirmed_at:
+            finding = source.as_written(finding)
+            if _has_static(project, finding) or (runtime_only and _place(finding) in confirmed_at):
                 continue
             explained.update(judgement.explains)
             report.verdicts.append(Verdict(finding, judgement.status, judgement.evidence, report.mode, seconds,
@@ -489,8 +499,13 @@ def _at(finding: Diagnostic) -> str:
     return f"{finding.path}:cell {finding.cell}:{finding.line}" if finding.cell else f"{finding.path}:{finding.line}"
 
 
+def _place(finding: Diagnostic) -> tuple[str, int | None, int]:
+    return os.path.realpath(finding.path), finding.cell, finding.line
+
+
 def _has_static(project: ProjectFindings, finding: Diagnostic) -> bool:
-    return any(f.code == finding.code and f.line == finding.line for f in project.in_file(finding.path))
+    return any(f.code == finding.code and (f.cell, f.line) == (finding.cell, finding.line)
+               for f in project.in_file(finding.path))
 
 
 def _line_text(finding: Diagnostic) -> str:
@@ -500,8 +515,8 @@ def _line_text(finding: Diagnostic) -> str:
 def _why_not_run(run: RunRecord, finding: Diagnostic, stop: Stop | None) -> str:
     if not run.ran(finding.path, finding.line):
         if stop is not None:
-            return f"line {finding.line} never ran: {stop.sentence()}"
-        return (f"line {finding.line} never ran: the program ran to its end without reaching it (a branch not taken, "
+            return f"{run.line_name(finding.path, finding.line)} never ran: {stop.sentence()}"
+        return (f"{run.line_name(finding.path, finding.line)} never ran: the program ran to its end without reaching it (a branch not taken, "
                 "an early return, or code no entry point calls)")
     if stop is not None:
         return f"the run stopped before the pitfall could show: {stop.sentence()}"

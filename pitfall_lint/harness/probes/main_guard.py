@@ -26,7 +26,7 @@ class MainGuardProbe(Probe):
             return Judgement(
                 "confirmed",
                 Evidence(
-                    f"a spawned child re-imported the script and reached line {finding.line} again, starting processes "
+                    f"a spawned child re-imported the script and reached {run.line_name(finding.path, finding.line)} again, starting processes "
                     "before it had finished bootstrapping",
                     "RuntimeError",
                     BOOTSTRAPPING + ".",

@@ -151,7 +151,7 @@ class WrapperAttributeProbe(Probe):
             return Judgement(
                 "confirmed",
                 Evidence(
-                    f"line {finding.line} set `{attribute}` = {event['wrapper_value']} on the {event['wrapper']} wrapper; "
+                    f"{run.line_name(finding.path, finding.line)} set `{attribute}` = {event['wrapper_value']} on the {event['wrapper']} wrapper; "
                     f"when forward ran, the wrapped {event['module']}'s own `{attribute}` {module_value}"
                 ),
             )
@@ -167,5 +167,5 @@ class WrapperAttributeProbe(Probe):
             echoes = tuple(errors_matching(run, "ChildFailedError"))
             return Judgement("confirmed", _error_evidence(error, mechanism), failures + echoes)
         if run.returncode == 0 and not run.errors:
-            return Judgement("not-reproduced", Evidence(f"`{attribute}` was found on the wrapper when line {finding.line} ran"))
+            return Judgement("not-reproduced", Evidence(f"`{attribute}` was found on the wrapper when {run.line_name(finding.path, finding.line)} ran"))
         return None
