@@ -321,14 +321,16 @@ def test_a_finding_only_the_run_makes_in_a_notebook_is_placed_in_its_cell(tmp_pa
     assert finding["evidence"]["user_frame"]["cell"] == 2
 
 
-def test_a_worker_defined_in_a_notebook_fails_as_in_jupyter(tmp_path: Path) -> None:
+def test_a_worker_defined_in_a_notebook_fails_as_pfl308_predicts_and_confirms_it(tmp_path: Path) -> None:
     folder = project(tmp_path, "notebook")
-    returncode, report, _ = run_verify(folder / "spawns_worker.ipynb", cwd=folder)
-    assert (returncode, report["findings"]) == (2, [])
-    ((error, message),) = [(u["type"], u["message"]) for u in report["unexplained"]]
+    returncode, report, stderr = run_verify(folder / "spawns_worker.ipynb", cwd=folder)
+    assert (returncode, report["unexplained"], report["stop"]) == (1, [], None), stderr
+    (finding,) = report["findings"]
+    assert (finding["code"], finding["cell"], finding["line"], finding["status"]) == ("PFL308", 3, 1, "confirmed")
+    evidence = finding["evidence"]
     # Python 3.12 names __main__'s loader where 3.11 says "(built-in)".
-    assert (error, message.split(" (")[0]) == ("AttributeError", "Can't get attribute 'worker' on <module '__main__'")
-    assert report["notes"][-1] == (
-        f"{folder / 'spawns_worker.ipynb'}:cell 3:1 has a PFL308 finding, which verify has no probe for: it may explain "
-        "the failure"
-    )
+    assert (evidence["error_type"], evidence["message"].split(" (")[0]) == (
+        "AttributeError", "Can't get attribute 'worker' on <module '__main__'")
+    assert evidence["mechanism"] == ("2 spawned processes failed on start: each is a new interpreter, which cannot import "
+                                     "the notebook's __main__ to find the function")
+    assert not any("may explain" in note for note in report["notes"])

@@ -3,5 +3,5 @@
 from __future__ import annotations
 
 
-def counted(count: int, noun: str) -> str:
-    return f"{count} {noun if count == 1 else noun + 's'}"
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
