@@ -8,7 +8,6 @@ import json
 import linecache
 import os
 import re
-import shutil
 import socket
 import sys
 import tempfile
@@ -28,7 +27,7 @@ from pitfall_lint.harness.project import ProjectFindings, check_project, project
 from pitfall_lint.harness.reasons import ECHOES, Stop, final_statement, stop_point
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord, Status
 from pitfall_lint.harness.runner import RunOutcome, run_guarded
-from pitfall_lint.harness.sandbox import SEAL_UNAVAILABLE, Enclosure
+from pitfall_lint.harness.sandbox import SEAL_UNAVAILABLE, UNSEALED_NO_NAMESPACES, Enclosure, remove_scratch
 from pitfall_lint.harness.words import counted
 from pitfall_lint.notebook import NotebookError, NotebookSource, read_notebook
 from pitfall_lint.rules.base import Rule
@@ -298,25 +297,26 @@ def verify(
         report.verdicts = [Verdict(f, "not-run", Evidence(plan.reason), "not run", 0.0) for f in script_findings]
         report.failure = f"{path}: {plan.reason}"
         return report
-    scratch = _scratch_outside([str(root), os.getcwd(), os.path.expanduser("~")])
-    (scratch / "trace").mkdir()
     report.mode = f"{plan.kind}: {start(script).what}; {device_note}"
-    report.scratch = str(scratch)
     runnable = {id(f): source.run_line(f) for file in project.by_file.values() for f in file if f.code in probes}
     findings = {id(f): f for file in project.by_file.values() for f in file if f.code in probes}
     requested: dict[str, str] = {}
     for code, probe in probes.items():
         requested.update(probe.environment([runnable[i] for i, f in findings.items() if f.code == code]))
-    enclosure = Enclosure.around(scratch, [str(root), os.getcwd(), os.path.expanduser("~")], not options.allow_network)
+    if not marked:
+        requested["PITFALL_LINT_PROJECT_FLAT"] = "1"
+    home = os.path.expanduser("~")
+    scratch = _scratch_outside([str(root), os.getcwd(), home])
+    report.scratch = str(scratch)
     try:
-        if not marked:
-            requested["PITFALL_LINT_PROJECT_FLAT"] = "1"
+        (scratch / "trace").mkdir()
+        enclosure = Enclosure.around(scratch, [str(root), os.getcwd()], home, not options.allow_network)
         outcome = _run(enclosure, plan, start, script, str(root), device, options, port, requested, scratch, progress)
         run = RunRecord.read(script, scratch / "trace", outcome.output, outcome.returncode, outcome.timed_out,
                              enclosure.outside, outcome.stopped, outcome.stopping_since)
         report.written = enclosure.written()
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        remove_scratch(scratch)
     if outcome.interrupted:
         raise KeyboardInterrupt
     _conclude(report, run, outcome, enclosure, options, project, source, findings, runnable, str(root))
@@ -366,11 +366,14 @@ def _run(enclosure: Enclosure, plan: Plan, start: Callable[[str], Command], scri
         env = {**_environment(scratch, script, root, device, command.devices, options, port, plan), **requested}
         outcome = run_guarded(enclosure.command(command.argv, cwd), timeout=options.timeout, env=env, cwd=cwd, watch=watch)
         enclosure.read_status()
-        if outcome.returncode != SEAL_UNAVAILABLE or enclosure.status.get("sealed", "overlay") == "overlay":
+        unsealed = enclosure.status.get("sealed", "overlay")
+        if outcome.returncode != SEAL_UNAVAILABLE or unsealed == "overlay":
             return outcome
         enclosure.status = {}
+    else:
+        unsealed = UNSEALED_NO_NAMESPACES
     try:
-        enclosure.copy()
+        enclosure.copy(unsealed)
     except OSError as error:
         raise HarnessError(f"cannot seal the run: {error}") from None
     moved = enclosure.inside(script)
@@ -387,10 +390,9 @@ def _run(enclosure: Enclosure, plan: Plan, start: Callable[[str], Command], scri
 
 
 def _describe_seal(enclosure: Enclosure) -> str:
-    folders = ", ".join(enclosure.sealed)
     if enclosure.copy_root is not None:
-        return f"a scratch copy of {folders} (namespaces are not permitted here); the home folder was an empty one"
-    return f"copy-on-write overlay on {folders}"
+        return f"a scratch copy of {', '.join(enclosure.copied)}, with an empty home folder ({enclosure.unsealed})"
+    return f"copy-on-write overlay on {', '.join(enclosure.sealed)}"
 
 
 def _describe_outcome(outcome: RunOutcome, timeout: float) -> str:
