@@ -47,7 +47,8 @@ class RunRecord:
                     event = _mapped(json.loads(line), user_path)
                 except json.JSONDecodeError:
                     continue  # a process killed mid-write
-                if not (event["event"] == "error" and stopping_since is not None and event.get("time", 0) >= stopping_since):
+                stopping = stopping_since is not None and event.get("time", 0) >= stopping_since
+                if not (event["event"] == "error" and stopping):
                     events.append(event)
         lines: dict[str, set[int]] = defaultdict(set)
         for event in events:

@@ -70,7 +70,7 @@ class Enclosure:
         except (OSError, ValueError):
             self.status = {}
 
-    # --- where namespaces are not permitted: a copy ---
+    # --- where the folders cannot be sealed in place: a copy ---
 
     def copy(self, reason: str) -> None:
         """Copies the run's folders into the scratch folder (the caller runs the program there, with an empty home

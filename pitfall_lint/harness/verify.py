@@ -194,7 +194,7 @@ class _Source:
 
     def as_written(self, finding: Diagnostic) -> Diagnostic:
         """A finding the run made, at its line as the user wrote it (in a notebook: its cell, and the line in it)."""
-        if self.notebook is None or finding.cell is not None or os.path.realpath(finding.path) != os.path.realpath(self.path):
+        if self.notebook is None or finding.cell is not None or not same_file(finding.path, self.path):
             return finding
         cell, line = self.notebook.origin(finding.line)
         return replace(finding, line=line, end_line=line, cell=cell)
@@ -516,9 +516,10 @@ def _line_text(finding: Diagnostic) -> str:
 
 def _why_not_run(run: RunRecord, finding: Diagnostic, stop: Stop | None) -> str:
     if not run.ran(finding.path, finding.line):
+        line = run.line_name(finding.path, finding.line)
         if stop is not None:
-            return f"{run.line_name(finding.path, finding.line)} never ran: {stop.sentence()}"
-        return (f"{run.line_name(finding.path, finding.line)} never ran: the program ran to its end without reaching it (a branch not taken, "
+            return f"{line} never ran: {stop.sentence()}"
+        return (f"{line} never ran: the program ran to its end without reaching it (a branch not taken, "
                 "an early return, or code no entry point calls)")
     if stop is not None:
         return f"the run stopped before the pitfall could show: {stop.sentence()}"

@@ -64,8 +64,8 @@ def _built(module: Any) -> tuple[Any, tuple[Any, ...]]:
         try:
             model = chosen()
         except TypeError as error:
-            raise VerifyLimit(f"{chosen.__name__}() needs constructor arguments ({error}); no call in the project gives "
-                            "them as literals: add pitfall_lint_example() returning (model, args)") from None
+            raise VerifyLimit(f"{chosen.__name__}() needs constructor arguments ({error}); no call in the project "
+                              "gives them as literals: add pitfall_lint_example() returning (model, args)") from None
         how = f"{chosen.__name__}() with its default arguments"
     inputs, layer = _inputs_for(model, torch, nn)
     emit("model-built", how=how, inputs=[list(t.shape) for t in inputs], layer=layer)
@@ -79,8 +79,8 @@ def _inputs_for(model: Any, torch: Any, nn: Any) -> tuple[tuple[Any, ...], str]:
         if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     ]
     if len(required) > 1:
-        raise VerifyLimit(f"{type(model).__name__}.forward takes {len(required)} inputs ({', '.join(required)}): verify "
-                        "can shape only one; add pitfall_lint_example() returning (model, args)")
+        raise VerifyLimit(f"{type(model).__name__}.forward takes {len(required)} inputs ({', '.join(required)}): "
+                          "verify can shape only one; add pitfall_lint_example() returning (model, args)")
     first = next((m for m in model.modules() if m is not model and isinstance(m, (
         nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Embedding, nn.EmbeddingBag, nn.RNNBase))), None)
     if first is None:

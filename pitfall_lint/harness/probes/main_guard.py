@@ -23,8 +23,8 @@ class MainGuardProbe(Probe):
             return Judgement(
                 "confirmed",
                 Evidence(
-                    f"a spawned child re-imported the script and reached {run.line_name(finding.path, finding.line)} again, starting processes "
-                    "before it had finished bootstrapping",
+                    f"a spawned child re-imported the script and reached {run.line_name(finding.path, finding.line)} again, "
+                    "starting processes before it had finished bootstrapping",
                     "RuntimeError",
                     BOOTSTRAPPING + ".",
                     child.get("user_frame") if child else None,

@@ -139,7 +139,7 @@ class WrapperAttributeProbe(Probe):
     kinds = _DATA_PARALLEL | {"distributed"}
 
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
-        attribute = _attribute(finding)
+        attribute, line = _attribute(finding), run.line_name(finding.path, finding.line)
         if "sets a new attribute on the wrapper" in finding.message:
             seen = [e for e in run.of("wrapper-attribute") if e["attribute"] == attribute and at(e["set_at"], finding)]
             if not seen:
@@ -151,7 +151,7 @@ class WrapperAttributeProbe(Probe):
             return Judgement(
                 "confirmed",
                 Evidence(
-                    f"{run.line_name(finding.path, finding.line)} set `{attribute}` = {event['wrapper_value']} on the {event['wrapper']} wrapper; "
+                    f"{line} set `{attribute}` = {event['wrapper_value']} on the {event['wrapper']} wrapper; "
                     f"when forward ran, the wrapped {event['module']}'s own `{attribute}` {module_value}"
                 ),
             )
@@ -167,5 +167,5 @@ class WrapperAttributeProbe(Probe):
             echoes = tuple(errors_matching(run, "ChildFailedError"))
             return Judgement("confirmed", _error_evidence(error, mechanism), failures + echoes)
         if run.returncode == 0 and not run.errors:
-            return Judgement("not-reproduced", Evidence(f"`{attribute}` was found on the wrapper when {run.line_name(finding.path, finding.line)} ran"))
+            return Judgement("not-reproduced", Evidence(f"`{attribute}` was found on the wrapper when {line} ran"))
         return None
