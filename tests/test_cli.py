@@ -215,7 +215,7 @@ def test_rules_lists_every_rule() -> None:
         ("PFL305", "rank-vs-local-rank", "on", "warning", "yes", "-"),
         ("PFL306", "hardcoded-master-port", "on", "warning", "yes", "-"),
         ("PFL307", "legacy-local-rank-argument", "on", "warning", "yes", "-"),
-        ("PFL308", "spawn-from-notebook", "on", "error", "no", "-"),
+        ("PFL308", "spawn-from-notebook", "on", "error", "yes", "-"),
         ("PFL401", "missing-distributed-sampler", "on", "warning", "yes", "-"),
         ("PFL402", "missing-set-epoch", "on", "warning", "yes", "safe"),
         ("PFL404", "rank-seeding", "on", "warning", "yes", "-"),

@@ -66,7 +66,7 @@ BAD = [
     ("PFL402", "missing-set-epoch", {("PFL402", 18, "confirmed")}, "the sampler's epoch stayed 0, so every epoch repeats the first shuffle"),
     ("PFL404", "rank-seeding", {("PFL404", 20, "confirmed")}, "seeds [0, 1] gave the ranks different permutations"),
     ("PFL104", "dp-state-mutation-in-forward", {("PFL104", 19, "confirmed")},
-     "after 3 DataParallel step(s), `batches_seen` of the original WarmupNet is 0; the replicas had set it to 1, 1"),
+     "after 3 DataParallel steps, `batches_seen` of the original WarmupNet is 0; the replicas had set it to 1, 1"),
     ("PFL105", "dp-scalar-or-non-tensor-output", {("PFL105", 20, "confirmed")},
      "Was asked to gather along dimension 0, but all input tensors were scalars; will instead unsqueeze and return a vector."),
     ("PFL106", "compile-with-data-parallel", {("PFL106", 24, "confirmed")}, "'Net' object has no attribute 'head'"),
@@ -256,12 +256,28 @@ def test_model_file_whose_forward_takes_several_inputs_needs_its_example(tmp_pat
     source = fixture("PFL102", "pad-packed-without-total-length", "bad").read_text()
     (tmp_path / "model.py").write_text(source.split("def pitfall_lint_example")[0])
     returncode, report, stderr = verify(tmp_path / "model.py")
-    assert (returncode, report["run"]) == (2, "model")
+    assert (returncode, report["run"], report["unexplained"]) == (2, "model", [])  # verify's limit, not the file's failure
     assert verdicts(report) == {("PFL102", 21, "not-run")}
-    assert report["findings"][0]["evidence"]["mechanism"] == (
-        "line 21 never ran: the run failed: TypeError: Tagger.forward takes 2 inputs (padded, lengths): verify can "
-        "shape only one; add pitfall_lint_example() returning (model, args)"
+    limit = ("verify's own limit (not a failure of the code): Tagger.forward takes 2 inputs (padded, lengths): verify "
+             "can shape only one; add pitfall_lint_example() returning (model, args)")
+    assert report["findings"][0]["evidence"]["mechanism"] == f"line 21 never ran: {limit}"
+    assert stderr.strip().splitlines()[-1] == f"error: {tmp_path / 'model.py'}: not run to its end: {limit}"
+
+
+def test_confirmed_verdicts_come_first_so_that_the_failure_confirmed_above_is_above(tmp_path: Path) -> None:
+    source = fixture("PFL101", "bound-method-on-module", "bad").read_text()
+    (tmp_path / "bad.py").write_text(source.replace("DynamicNet(mix=True)", "DynamicNet(mix=False)"))
+    completed = subprocess.run(
+        [sys.executable, "-m", "pitfall_lint", "verify", "bad.py"], cwd=tmp_path, capture_output=True, text=True,
+        check=False, timeout=300,
     )
+    assert completed.returncode == 1, completed.stderr
+    lines = completed.stdout.splitlines()
+    assert [line for line in lines if line.startswith("bad.py:")] == ["bad.py:20: PFL101 confirmed", "bad.py:18: PFL101 not-run"]
+    assert lines[-2:] == [
+        "    line 18 never ran: the run ended with the failure confirmed above (RuntimeError)",
+        "1 confirmed, 0 not-reproduced, 1 not-run.",
+    ]
 
 
 def test_file_with_no_entry_point_and_no_module(tmp_path: Path) -> None:
@@ -279,6 +295,23 @@ def test_missing_path_is_a_one_line_error() -> None:
         [sys.executable, "-m", "pitfall_lint", "verify", "nowhere.py"], capture_output=True, text=True, check=False
     )
     assert (completed.returncode, completed.stderr) == (2, "error: nowhere.py: no such file or directory\n")
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (("--timeout", "0"), "--timeout must be more than 0: the seconds the run is given before it is stopped"),
+        (("--timeout", "-5"), "--timeout must be more than 0: the seconds the run is given before it is stopped"),
+        (("--steps", "-1"), "--steps must be 0 or more: the optimizer steps per rank before data loading winds down "
+                            "(0: no limit)"),
+    ],
+)
+def test_a_timeout_or_step_count_no_run_can_use_is_a_usage_error(option: tuple[str, str], message: str) -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "pitfall_lint", "verify", *option, str(fixture("PFL101", "bound-method-on-module", "bad"))],
+        capture_output=True, text=True, check=False, timeout=120,
+    )
+    assert (completed.returncode, completed.stdout, completed.stderr) == (2, "", f"error: {message}\n")
 
 
 def test_every_verifiable_rule_has_a_probe_and_back() -> None:
@@ -312,7 +345,7 @@ def confirmed_evidence(report: dict[str, Any], line: int) -> dict[str, Any]:
 def test_pfl104_shows_the_values_the_replicas_lost() -> None:
     _, report, _ = verify(fixture("PFL104", "dp-state-mutation-in-forward", "bad"))
     assert confirmed_evidence(report, 19) == {
-        "mechanism": "after 3 DataParallel step(s), `batches_seen` of the original WarmupNet is 0; the replicas had set it "
+        "mechanism": "after 3 DataParallel steps, `batches_seen` of the original WarmupNet is 0; the replicas had set it "
         "to 1, 1, and were thrown away",
         "error_type": None, "message": None, "user_frame": None,
     }

@@ -5,14 +5,20 @@ from __future__ import annotations
 
 import glob
 import os
+import pwd
+import shutil
 import signal
+import stat
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from pitfall_lint.harness import isolation
 from test_verify_realistic import project, run_verify, snapshot
 
 pytest.importorskip("torch", reason="verify needs torch (the [verify] extra); CI installs torch==2.13.0")
@@ -53,6 +59,22 @@ def test_writes_never_reach_the_tree_and_are_listed(tmp_path: Path, namespaces: 
     assert report["written"] == sorted([str(folder / "notes.txt"), str(folder / "runs" / "exp1" / "events.log"), *deleted])
 
 
+def test_a_project_in_the_home_folder_is_copied_and_the_home_folder_replaced(tmp_path: Path) -> None:
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    (folder / "pyproject.toml").write_text("[project]\nname = 'w'\n")
+    (folder / "writes.py").write_text(WRITES)
+    (folder / "notes.txt").write_text("original")
+    (folder / "old.txt").write_text("keep me")
+    before = snapshot(folder)
+    env = {"HOME": str(tmp_path), "PITFALL_LINT_NO_NAMESPACES": "1"}
+    returncode, report, stderr = run_verify(folder / "writes.py", cwd=folder, env=env)
+    assert returncode == 0, stderr
+    assert report["files"] == f"a scratch copy of {folder}, with an empty home folder (namespaces are not permitted here)"
+    assert report["written"] == [str(folder / "notes.txt"), str(folder / "runs" / "exp1" / "events.log")]
+    assert snapshot(folder) == before
+
+
 def _processes_mentioning(marker: str) -> list[str]:
     listing = subprocess.run(["ps", "-ww", "-eo", "pid,stat,args"], capture_output=True, text=True, check=True).stdout
     return [line for line in listing.splitlines()[1:] if marker in line and " Z" not in line and "ps -eo" not in line]
@@ -91,3 +113,85 @@ def test_killing_verify_leaves_no_process_and_no_scratch_folder(tmp_path: Path, 
     while _scratch_folders(temporary) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert _scratch_folders(temporary) == []
+
+
+LEAVES_LOCKED_FOLDERS = '''"""Unpacks a read-only tree into its temporary folder, one folder of it of mode 000 (as an overlay's work folder)."""
+import os
+import tempfile
+
+data = os.path.join(tempfile.mkdtemp(), "data")
+os.makedirs(os.path.join(data, "locked"))
+with open(os.path.join(data, "labels.txt"), "w") as handle:
+    handle.write("0 1")
+os.chmod(os.path.join(data, "locked"), 0)
+os.chmod(data, 0o555)
+'''
+
+
+def _private_folders() -> list[str]:
+    """The folders above this Python and its import path that only their owner may enter (a Python under /root)."""
+    found = set()
+    for path in {os.path.realpath(p) for p in (sys.executable, sys.prefix, sys.base_prefix, *sys.path) if p}:
+        while path != "/":
+            path = os.path.dirname(path)
+            if not os.stat(path).st_mode & stat.S_IXOTH:
+                found.add(path)
+    return sorted(found, key=len)
+
+
+def _as_user(uid: int, gid: int, layers: Path) -> Callable[[], None]:
+    """preexec_fn: the child, in a mount namespace of its own where the private folders above this Python are open
+    to everyone (an overlay with an upper layer of mode 755 on each), becomes the user."""
+    private = _private_folders()
+    for index in range(len(private)):
+        (layers / str(index) / "upper").mkdir(parents=True, mode=0o755)
+        (layers / str(index) / "work").mkdir(parents=True)
+
+    def become() -> None:
+        if private:
+            isolation.unshare(isolation.CLONE_NEWNS)
+            isolation.make_mounts_private()
+            for index, folder in enumerate(private):
+                isolation.overlay(folder, str(layers / str(index) / "upper"), str(layers / str(index) / "work"))
+        os.setgroups([])
+        os.setgid(gid)
+        os.setuid(uid)
+
+    return become
+
+
+@pytest.fixture
+def unwritable_folders() -> Iterator[Path]:
+    """Folders of root's that another user may read but not write, outside pytest's private temporary folder."""
+    base = Path(tempfile.mkdtemp(prefix="pitfall-lint-user-"))
+    base.chmod(0o755)
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_user_without_namespaces_in_a_folder_it_cannot_write_gets_one_sentence_and_nothing_left(
+    unwritable_folders: Path,
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root, to run verify as another user (nobody)")
+    nobody = pwd.getpwnam("nobody")
+    base = unwritable_folders
+    folder, home, temporary = base / "proj", base / "home", base / "tmp"
+    for made in (folder, home, temporary):
+        made.mkdir(mode=0o755)
+    os.chown(temporary, nobody.pw_uid, nobody.pw_gid)  # the user's own temporary folder, empty
+    (folder / "unpacks.py").write_text(LEAVES_LOCKED_FOLDERS)
+    as_nobody = _as_user(nobody.pw_uid, nobody.pw_gid, base / "layers")
+    env = {**os.environ, "HOME": str(home), "TMPDIR": str(temporary), "PITFALL_LINT_NO_NAMESPACES": "1"}
+    completed = subprocess.run(
+        [sys.executable, "-m", "pitfall_lint", "verify", "unpacks.py"], cwd=folder, env=env, preexec_fn=as_nobody,
+        capture_output=True, text=True, check=False, timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.splitlines()[4] == (
+        f"  files: a scratch copy of {folder}, with an empty home folder (namespaces are not permitted here); the run "
+        "wrote nothing there"
+    )
+    assert os.listdir(temporary) == []

@@ -106,3 +106,18 @@ def test_the_project_root_is_the_nearest_marked_folder(tmp_path: Path) -> None:
     assert project_root(str(tmp_path / "proj" / "tools" / "train.py")) == (tmp_path / "proj", True)
     (tmp_path / "loose").mkdir()
     assert project_root(str(tmp_path / "loose" / "train.py")) == (tmp_path / "loose", False)
+
+
+@pytest.mark.parametrize(
+    ("visible", "said"),
+    [
+        ("", "2 virtual CUDA devices on the CPU (no real GPU visible)"),
+        ("0", "2 virtual CUDA devices on the CPU (1 real GPU visible, fewer than 2)"),
+    ],
+)
+def test_the_devices_are_counted_in_plain_words(visible: str, said: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pitfall_lint.harness.probes.base import Command
+    from pitfall_lint.harness.verify import VerifyOptions, _device_mode
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert _device_mode(VerifyOptions(), Command([], "the script", 2))[1] == said

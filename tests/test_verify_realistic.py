@@ -221,10 +221,23 @@ def test_ranks_waiting_for_a_world_that_never_comes_are_told_apart_from_a_slow_r
     returncode, report, stderr = run_verify(folder / "waits_for_ranks.py", "--timeout", "25", cwd=folder)
     assert returncode == 2
     assert report["outcome"] == "stopped after 25 s (timeout); no process left behind"
-    assert report["stop"].startswith("rank(s) 0, 1 waited at ")
+    assert report["stop"].startswith("ranks 0, 1 waited at ")
     assert "to join the process group (world size 4, env://) for ranks that never came" in report["stop"]
     assert "a longer --timeout would not help" in report["stop"]
     assert "raise --timeout" not in stderr
+
+
+def test_verifys_own_timeout_is_reported_as_such_never_as_the_launchers_signal(tmp_path: Path) -> None:
+    """torch's launcher turns verify's SIGTERM into a SignalException: verify's stop, not a failure of the script."""
+    folder = project(tmp_path, "launch")
+    (tmp_path / "pids").mkdir()
+    returncode, report, stderr = run_verify(folder / "hangs_in_ddp.py", "--timeout", "20", cwd=folder,
+                                            env={"HANG_PID_DIR": str(tmp_path / "pids")})
+    stop = ("the run did not finish within 20 s (rank 0 was at hangs_in_ddp.py:12 in <module>; rank 1 was at "
+            "hangs_in_ddp.py:12 in <module>); raise --timeout or lower --steps")
+    assert (returncode, report["outcome"], report["stop"], report["unexplained"]) == (
+        2, "stopped after 20 s (timeout); no process left behind", stop, [])
+    assert stderr.strip().splitlines()[-1] == f"error: {folder / 'hangs_in_ddp.py'}: {stop}; its processes were killed"
 
 
 def test_a_script_with_its_own_worker_processes_runs_once(tmp_path: Path) -> None:
@@ -288,14 +301,36 @@ def test_a_notebook_runs_cell_by_cell_and_its_finding_is_confirmed(tmp_path: Pat
     assert (finding["code"], finding["cell"], finding["line"], finding["status"]) == ("PFL101", 3, 5, "confirmed")
 
 
-def test_a_worker_defined_in_a_notebook_fails_as_in_jupyter(tmp_path: Path) -> None:
+def test_a_notebook_line_that_never_ran_is_named_by_its_cell(tmp_path: Path) -> None:
     folder = project(tmp_path, "notebook")
-    returncode, report, _ = run_verify(folder / "spawns_worker.ipynb", cwd=folder)
-    assert (returncode, report["findings"]) == (2, [])
-    ((error, message),) = [(u["type"], u["message"]) for u in report["unexplained"]]
+    returncode, report, stderr = run_verify(folder / "exits_early.ipynb", cwd=folder)
+    stop = ("the script exited at exits_early.ipynb:cell 4:2 with 'this notebook needs 8 GPUs'; if it wants more GPUs, "
+            "--nproc N gives it N virtual ones")
+    assert (returncode, report["stop"]) == (2, stop), stderr
+    (finding,) = report["findings"]
+    assert (finding["code"], finding["cell"], finding["line"], finding["status"], finding["evidence"]["mechanism"]) == (
+        "PFL101", 3, 5, "not-run", f"cell 3, line 5 never ran: {stop}")
+
+
+def test_a_finding_only_the_run_makes_in_a_notebook_is_placed_in_its_cell(tmp_path: Path) -> None:
+    folder = project(tmp_path, "notebook")
+    returncode, report, stderr = run_verify(folder / "small_batch.ipynb", cwd=folder)
+    assert returncode == 1, stderr
+    (finding,) = report["findings"]
+    assert (finding["code"], finding["cell"], finding["line"], finding["status"]) == ("PFL110", 3, 3, "confirmed")
+    assert finding["evidence"]["user_frame"]["cell"] == 2
+
+
+def test_a_worker_defined_in_a_notebook_fails_as_pfl308_predicts_and_confirms_it(tmp_path: Path) -> None:
+    folder = project(tmp_path, "notebook")
+    returncode, report, stderr = run_verify(folder / "spawns_worker.ipynb", cwd=folder)
+    assert (returncode, report["unexplained"], report["stop"]) == (1, [], None), stderr
+    (finding,) = report["findings"]
+    assert (finding["code"], finding["cell"], finding["line"], finding["status"]) == ("PFL308", 3, 1, "confirmed")
+    evidence = finding["evidence"]
     # Python 3.12 names __main__'s loader where 3.11 says "(built-in)".
-    assert (error, message.split(" (")[0]) == ("AttributeError", "Can't get attribute 'worker' on <module '__main__'")
-    assert report["notes"][-1] == (
-        f"{folder / 'spawns_worker.ipynb'}:cell 3:1 has a PFL308 finding, which verify has no probe for: it may explain "
-        "the failure"
-    )
+    assert (evidence["error_type"], evidence["message"].split(" (")[0]) == (
+        "AttributeError", "Can't get attribute 'worker' on <module '__main__'")
+    assert evidence["mechanism"] == ("2 spawned processes failed on start: each is a new interpreter, which cannot import "
+                                     "the notebook's __main__ to find the function")
+    assert not any("may explain" in note for note in report["notes"])

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pitfall_lint.harness.probes.main_guard import BOOTSTRAPPING
+from pitfall_lint.harness.words import counted
 
 _BOOTSTRAP_FAILURES_TO_STOP = 3  # a Pool started at import time respawns its failing workers forever
 
@@ -65,6 +66,6 @@ class Monitor:
 
     def status(self) -> str:
         steps = ", ".join(f"rank {r} step {s}" if r is not None else f"step {s}" for r, s in sorted(self._steps.items(), key=str))
-        ranks = f"{len(self._ranks)} rank(s)" if self._ranks and not steps else steps
+        ranks = counted(len(self._ranks), "rank") if self._ranks and not steps else steps
         parts = [self._phase, ranks, f"{time.monotonic() - self._started:.0f} s"]
         return " | ".join(p for p in parts if p)

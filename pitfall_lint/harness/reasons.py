@@ -133,10 +133,10 @@ def _crash(error: dict[str, Any], project_root: str, network_closed: bool) -> St
     inner, _, rest = message.partition(": ")
     if rest and inner.isidentifier():  # a replica's error, carried as "RuntimeError: ..." in its last line
         kind, message = inner, rest
+    if error.get("limit"):
+        return Stop(f"verify's own limit{where} (not a failure of the code): {message}")
     if kind == "ModuleNotFoundError" and error.get("module"):
         return Stop(f"the script needs the module {error['module']!r}{where}", _install_hint(error["module"], project_root))
-    if "is not emulated on the virtual devices" in message:
-        return Stop(f"the run failed{where}: {message.partition(': run verify')[0]}", "run verify on a machine with N GPUs")
     if NEEDS_CUDA.search(error.get("message") or ""):
         return Stop(f"the code needs CUDA, which this run lacks{where} ({kind}: {message})", "run verify on a GPU machine")
     if network_closed and (_NETWORK.search(error.get("message") or "") or _NETWORK.search(kind or "")):
@@ -180,7 +180,7 @@ def _timeout(run: RunRecord, timeout: float) -> Stop:
         ranks = sorted({str(e.get("rank")) for e in waiting})
         first = waiting[0]
         return Stop(
-            f"rank(s) {', '.join(ranks)} waited{_where(first)} to join the process group (world size "
+            f"{'rank' if len(ranks) == 1 else 'ranks'} {', '.join(ranks)} waited{_where(first)} to join the process group (world size "
             f"{first.get('world_size')}, {first.get('init_method')}) for ranks that never came",
             "the script's own rendezvous settings (MASTER_ADDR, world size, init_method) disagree with a launch of "
             "N local ranks; a longer --timeout would not help",

@@ -9,7 +9,10 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from pitfall_lint.notebook import NotebookSource
 
 Status = Literal["confirmed", "not-reproduced", "not-run"]
 _STACK_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<function>\S+)')
@@ -26,19 +29,27 @@ class RunRecord:
     lines: dict[str, set[int]] = field(default_factory=dict)  # real path -> lines that ran
     stacks: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # pid -> main thread's frames when stopped
     stopped: str | None = None
+    notebook: NotebookSource | None = None  # when the script is a notebook: its lines are the cells' joined
 
     @classmethod
     def read(
         cls, script: str, trace_dir: Path, output: str, returncode: int | None, timed_out: bool,
         user_path: Callable[[str], str] = lambda path: path, stopped: str | None = None,
+        stopping_since: float | None = None,
     ) -> RunRecord:
+        """The events of every process; errors raised once verify began stopping the run (the launcher's
+        SignalException for verify's SIGTERM, a rank whose peer was killed first) are left out: the stop is
+        verify's, not a failure of the script."""
         events: list[dict[str, Any]] = []
         for path in sorted(trace_dir.glob("*.jsonl")):
             for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
                 try:
-                    events.append(_mapped(json.loads(line), user_path))
+                    event = _mapped(json.loads(line), user_path)
                 except json.JSONDecodeError:
                     continue  # a process killed mid-write
+                stopping = stopping_since is not None and event.get("time", 0) >= stopping_since
+                if not (event["event"] == "error" and stopping):
+                    events.append(event)
         lines: dict[str, set[int]] = defaultdict(set)
         for event in events:
             if event["event"] == "lines":
@@ -65,6 +76,13 @@ class RunRecord:
             not self.timed_out and self.stopped is None and self.returncode == 0 and not self.errors
             and all(e.get("status") == "ok" for e in exits)
         )
+
+    def line_name(self, path: str | None, line: int | None) -> str:
+        """A line as its reader counts it: 'line 12', or in the notebook that ran, 'cell 3, line 2'."""
+        if self.notebook is not None and isinstance(line, int) and path and os.path.realpath(path) == self.script:
+            cell, cell_line = self.notebook.origin(line)
+            return f"cell {cell}, line {cell_line}"
+        return f"line {line}"
 
     def rank_of(self, pid: int) -> int | None:
         return next((e["rank"] for e in self.events if e.get("pid") == pid and e.get("rank") is not None), None)

@@ -9,6 +9,7 @@ from typing import TextIO
 from pitfall_lint import __version__
 from pitfall_lint.diagnostic import Diagnostic
 from pitfall_lint.harness.verify import VerifyReport
+from pitfall_lint.harness.words import counted
 
 
 def _frame(frame: dict | None) -> str:
@@ -31,7 +32,8 @@ def write_text(report: VerifyReport, out: TextIO) -> None:
         out.write(f"  run {report.outcome}; checkpoints were redirected to {report.scratch} (deleted)\n")
         out.write(f"  network: {report.isolation}\n")
         out.write(f"  files: {report.sealed}; " + (
-            f"the run wrote {len(report.written)} file(s), none of them kept: {', '.join(report.written[:8])}"
+            f"the run wrote {counted(len(report.written), 'file')}, "
+            f"{'not kept' if len(report.written) == 1 else 'none of them kept'}: {', '.join(report.written[:8])}"
             + (" ..." if len(report.written) > 8 else "") if report.written else "the run wrote nothing there") + "\n")
     if report.stop:
         out.write(f"  stopped short: {report.stop}\n")

@@ -28,6 +28,7 @@ class RunOutcome:
     timed_out: bool
     interrupted: bool
     stopped: str | None  # why the run was stopped before its end, when something made waiting pointless
+    stopping_since: float | None  # time.time() when verify began stopping the run (its timeout, a stop, Ctrl-C)
     seconds: float
     output: str
     leftovers: tuple[int, ...]  # processes still alive after the clean-up: empty unless something defied SIGKILL
@@ -114,6 +115,7 @@ def run_guarded(
         )
         timed_out = interrupted = False
         stopped: str | None = None
+        stopping_since: float | None = None
         try:
             while process.poll() is None:
                 if time.monotonic() - started > timeout:
@@ -129,6 +131,7 @@ def run_guarded(
         except KeyboardInterrupt:
             interrupted = True
         if timed_out or interrupted or stopped:
+            stopping_since = time.time()
             _kill_group(process.pid, signal.SIGTERM)
             try:
                 process.wait(timeout=_GRACE_SECONDS)
@@ -144,6 +147,7 @@ def run_guarded(
         timed_out=timed_out,
         interrupted=interrupted,
         stopped=stopped,
+        stopping_since=stopping_since,
         seconds=time.monotonic() - started,
         output=output,
         leftovers=tuple(live_descendants()),

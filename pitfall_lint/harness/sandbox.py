@@ -4,13 +4,14 @@ The parent describes it (`Enclosure`); a small launcher, `python -S -m pitfall_l
 COMMAND...`, builds it before running the command: it dies with verify (PR_SET_PDEATHSIG), takes a mount
 namespace with a copy-on-write overlay on each sealed folder (the project, the working folder, the home
 folder) and a private /dev/shm, a network namespace with loopback only, and a PID namespace whose first
-process reaps everything and takes every other process with it when it ends. Where namespaces are not
-permitted the run works in a scratch copy of the project instead (`Enclosure.copy`), and its
-processes still die with their parents.
+process reaps everything and takes every other process with it when it ends. Where the folders cannot be
+sealed in place the run works in a scratch copy of the project and the working folder, with an empty home
+folder (`Enclosure.copy`), and its processes still die with their parents.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -25,6 +26,7 @@ from pitfall_lint.files import DEFAULT_EXCLUDED_DIRECTORIES
 from pitfall_lint.harness import isolation
 
 SEAL_UNAVAILABLE = 213  # the launcher's exit status when it could not seal the folders: run in a copy instead
+UNSEALED_NO_NAMESPACES = "namespaces are not permitted here"
 _COPY_LIMIT_BYTES = 512 * 1024**2
 _IGNORED_WRITES = ("__pycache__",)
 
@@ -32,19 +34,17 @@ _IGNORED_WRITES = ("__pycache__",)
 @dataclass
 class Enclosure:
     scratch: Path
-    sealed: list[str]  # folders made copy-on-write, outermost only
+    sealed: list[str]  # folders made copy-on-write (the run's and the home folder), outermost only
+    copied: list[str]  # where they cannot be: the run's folders copied, outermost only (the home one is replaced)
     loopback_only: bool = True
-    copy_root: Path | None = None  # where the project was copied when overlays are not permitted
+    copy_root: Path | None = None  # where the run's folders were copied when they could not be sealed in place
+    unsealed: str = ""  # why they could not be
     status: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def around(cls, scratch: Path, folders: list[str], loopback_only: bool) -> Enclosure:
-        chosen: list[str] = []
-        for folder in sorted({os.path.realpath(f) for f in folders if f and os.path.isdir(f)}, key=len):
-            if folder == "/" or any(_inside(folder, c) for c in chosen) or _inside(str(scratch), folder):
-                continue
-            chosen.append(folder)
-        return cls(scratch, chosen, loopback_only)
+    def around(cls, scratch: Path, folders: list[str], home: str, loopback_only: bool) -> Enclosure:
+        """Seals the run's folders (the project, the working folder) and the home folder."""
+        return cls(scratch, _outermost([*folders, home], scratch), _outermost(folders, scratch), loopback_only)
 
     def spec(self, cwd: str) -> Path:
         layers = []
@@ -70,15 +70,14 @@ class Enclosure:
         except (OSError, ValueError):
             self.status = {}
 
-    # --- where namespaces are not permitted: a copy ---
+    # --- where the folders cannot be sealed in place: a copy ---
 
-    def copy(self) -> None:
-        """Copies the sealed folders into the scratch folder (the caller runs the program there)."""
-        self.copy_root = self.scratch / "tree"
+    def copy(self, reason: str) -> None:
+        """Copies the run's folders into the scratch folder (the caller runs the program there, with an empty home
+        folder), since they cannot be sealed in place for `reason`."""
+        self.copy_root, self.unsealed = self.scratch / "tree", reason
         total = 0
-        for folder in self.sealed:
-            if folder == os.path.realpath(os.path.expanduser("~")):
-                continue  # the home folder is replaced by an empty one (HOME), not copied
+        for folder in self.copied:
             for directory, subdirectories, files in os.walk(folder):
                 subdirectories[:] = [d for d in subdirectories if d not in DEFAULT_EXCLUDED_DIRECTORIES]
                 target = self.inside(directory)
@@ -100,7 +99,7 @@ class Enclosure:
         if self.copy_root is None:
             return path
         real = os.path.realpath(path)
-        if any(_inside(real, f) for f in self.sealed):
+        if any(_inside(real, f) for f in self.copied):
             return str(self.copy_root) + real
         return path
 
@@ -114,7 +113,7 @@ class Enclosure:
         """What the run wrote (or deleted) in the sealed folders, as paths of the user's tree."""
         found = []
         if self.copy_root is not None:
-            for folder in self.sealed:
+            for folder in self.copied:
                 copied = self.inside(folder)
                 for directory, subdirectories, files in os.walk(copied):
                     subdirectories[:] = [d for d in subdirectories if d not in _IGNORED_WRITES]
@@ -135,6 +134,32 @@ class Enclosure:
                     deleted = stat.S_ISCHR(mode)  # an overlay whiteout
                     found.append(os.path.join(folder, relative) + (" (deleted)" if deleted else ""))
         return sorted(found)
+
+
+def remove_scratch(folder: str | Path) -> None:
+    """Deletes the scratch folder whole, whatever modes were left in it: an overlay's work folder of mode 000, a
+    read-only tree the script unpacked. Root removes them as they are; their owner first gives itself the rights."""
+    shutil.rmtree(folder, ignore_errors=True)
+    if not os.path.lexists(folder):
+        return
+    with contextlib.suppress(OSError):
+        os.chmod(folder, stat.S_IRWXU)
+    for directory, subdirectories, _ in os.walk(folder):  # top-down: each folder opened after its mode is set
+        for name in subdirectories:
+            path = os.path.join(directory, name)
+            if not os.path.islink(path):
+                with contextlib.suppress(OSError):
+                    os.chmod(path, stat.S_IRWXU)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _outermost(folders: list[str], scratch: Path) -> list[str]:
+    chosen: list[str] = []
+    for folder in sorted({os.path.realpath(f) for f in folders if f and os.path.isdir(f)}, key=len):
+        if folder == "/" or any(_inside(folder, c) for c in chosen) or _inside(str(scratch), folder):
+            continue
+        chosen.append(folder)
+    return chosen
 
 
 def _inside(path: str, folder: str) -> bool:
@@ -232,13 +257,13 @@ def main(argv: list[str]) -> int:
     status = _enter_namespaces(spec["loopback_only"], bool(spec["layers"]))
     if spec["layers"]:
         if not status["mounts"]:
-            status["sealed"] = "unavailable: no mount namespace"
+            status["sealed"] = UNSEALED_NO_NAMESPACES
         else:
             try:
                 _seal(spec["layers"], spec["cwd"])
                 status["sealed"] = "overlay"
             except OSError as error:
-                status["sealed"] = f"unavailable: {error}"
+                status["sealed"] = f"an overlay could not be mounted here: {error.strerror or error}"
         if status["sealed"] != "overlay":
             Path(spec["status"]).write_text(json.dumps(status))
             return SEAL_UNAVAILABLE
@@ -257,7 +282,7 @@ def main(argv: list[str]) -> int:
             return
         # verify itself was killed: take the run and the scratch folder with it.
         os.kill(child, signal.SIGKILL)  # PID 1 of the namespace: the kernel kills the rest
-        shutil.rmtree(spec["scratch"], ignore_errors=True)
+        remove_scratch(spec["scratch"])
         if not status["pids"]:
             os.killpg(0, signal.SIGKILL)  # the process group, this launcher included
         os._exit(1)

@@ -8,7 +8,6 @@ import json
 import linecache
 import os
 import re
-import shutil
 import socket
 import sys
 import tempfile
@@ -28,7 +27,8 @@ from pitfall_lint.harness.project import ProjectFindings, check_project, project
 from pitfall_lint.harness.reasons import ECHOES, Stop, final_statement, stop_point
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord, Status
 from pitfall_lint.harness.runner import RunOutcome, run_guarded
-from pitfall_lint.harness.sandbox import SEAL_UNAVAILABLE, Enclosure
+from pitfall_lint.harness.sandbox import SEAL_UNAVAILABLE, UNSEALED_NO_NAMESPACES, Enclosure, remove_scratch
+from pitfall_lint.harness.words import counted
 from pitfall_lint.notebook import NotebookError, NotebookSource, read_notebook
 from pitfall_lint.rules.base import Rule
 from pitfall_lint.suppress import is_suppressed
@@ -109,7 +109,8 @@ def _device_mode(options: VerifyOptions, command: Command) -> tuple[str, str]:
         return "cuda", f"{command.devices} real {unit}"
     if options.device == "cuda":
         raise HarnessError(f"--device cuda needs {command.devices} {unit}, {gpus} visible")
-    return "cpu", f"{command.devices} virtual {unit} on the CPU ({gpus} real one(s) visible, fewer than {command.devices})"
+    visible = f"{counted(gpus, 'real GPU')} visible, fewer than {command.devices}" if gpus else "no real GPU visible"
+    return "cpu", f"{command.devices} virtual {unit} on the CPU ({visible})"
 
 
 def _cuda_devices(count: int) -> str:
@@ -191,6 +192,13 @@ class _Source:
         joined = self.notebook.origins.index((finding.cell, finding.line)) + 1
         return replace(finding, line=joined, end_line=joined, cell=None)
 
+    def as_written(self, finding: Diagnostic) -> Diagnostic:
+        """A finding the run made, at its line as the user wrote it (in a notebook: its cell, and the line in it)."""
+        if self.notebook is None or finding.cell is not None or not same_file(finding.path, self.path):
+            return finding
+        cell, line = self.notebook.origin(finding.line)
+        return replace(finding, line=line, end_line=line, cell=cell)
+
 
 def _scratch_outside(sealed: list[str]) -> Path:
     """The scratch folder, outside every folder the overlays seal (an overlay cannot hold its own upper layer)."""
@@ -205,11 +213,13 @@ def _scratch_outside(sealed: list[str]) -> Path:
 def _mark_cells(run: RunRecord, source: _Source) -> None:
     """Lines of the notebook, as the run counted them (the cells joined), also given as cell and line for people."""
     assert source.notebook is not None
+    run.notebook = source.notebook
     real = os.path.realpath(source.path)
     places = [e for e in run.events if e.get("file") and e.get("line")]
     for event in run.events:
         places += [p for p in (event.get("place"), event.get("user_frame")) if isinstance(p, dict)]
         places += event.get("frames") or []
+    places += [frame for frames in run.stacks.values() for frame in frames]  # where each process was when stopped
     for place in places:
         if os.path.realpath(place.get("file") or "") == real and isinstance(place.get("line"), int):
             place["cell"], place["cell_line"] = source.notebook.origin(place["line"])
@@ -238,14 +248,24 @@ def _read_source(path: str) -> tuple[bytes, _Source]:
     return data, _Source(path, tree, notebook)
 
 
+def _check_options(options: VerifyOptions) -> None:
+    """Numbers no run can use: usage errors, before anything starts."""
+    if options.nproc < 2:
+        raise HarnessError("--nproc must be at least 2: a pitfall of parallel training needs two replicas or ranks")
+    if not options.timeout > 0:  # NaN too
+        raise HarnessError("--timeout must be more than 0: the seconds the run is given before it is stopped")
+    if options.steps < 0:
+        raise HarnessError("--steps must be 0 or more: the optimizer steps per rank before data loading winds down "
+                           "(0: no limit)")
+
+
 def verify(
     path: str, options: VerifyOptions, rules: list[type[Rule]], progress: Callable[[str], None] = lambda _: None,
     settings: ProjectSettings | None = None,
 ) -> VerifyReport:
     if importlib.util.find_spec("torch") is None:
         raise HarnessError("verify needs torch: install a CPU or CUDA build of torch in this environment")
-    if options.nproc < 2:
-        raise HarnessError("--nproc must be at least 2: a pitfall of parallel training needs two replicas or ranks")
+    _check_options(options)
     data, source = _read_source(path)
     plan = plan_run(path, data, source.tree, options.example)
     root, marked = project_root(path)
@@ -277,25 +297,26 @@ def verify(
         report.verdicts = [Verdict(f, "not-run", Evidence(plan.reason), "not run", 0.0) for f in script_findings]
         report.failure = f"{path}: {plan.reason}"
         return report
-    scratch = _scratch_outside([str(root), os.getcwd(), os.path.expanduser("~")])
-    (scratch / "trace").mkdir()
     report.mode = f"{plan.kind}: {start(script).what}; {device_note}"
-    report.scratch = str(scratch)
     runnable = {id(f): source.run_line(f) for file in project.by_file.values() for f in file if f.code in probes}
     findings = {id(f): f for file in project.by_file.values() for f in file if f.code in probes}
     requested: dict[str, str] = {}
     for code, probe in probes.items():
         requested.update(probe.environment([runnable[i] for i, f in findings.items() if f.code == code]))
-    enclosure = Enclosure.around(scratch, [str(root), os.getcwd(), os.path.expanduser("~")], not options.allow_network)
+    if not marked:
+        requested["PITFALL_LINT_PROJECT_FLAT"] = "1"
+    home = os.path.expanduser("~")
+    scratch = _scratch_outside([str(root), os.getcwd(), home])
+    report.scratch = str(scratch)
     try:
-        if not marked:
-            requested["PITFALL_LINT_PROJECT_FLAT"] = "1"
+        (scratch / "trace").mkdir()
+        enclosure = Enclosure.around(scratch, [str(root), os.getcwd()], home, not options.allow_network)
         outcome = _run(enclosure, plan, start, script, str(root), device, options, port, requested, scratch, progress)
         run = RunRecord.read(script, scratch / "trace", outcome.output, outcome.returncode, outcome.timed_out,
-                             enclosure.outside, outcome.stopped)
+                             enclosure.outside, outcome.stopped, outcome.stopping_since)
         report.written = enclosure.written()
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        remove_scratch(scratch)
     if outcome.interrupted:
         raise KeyboardInterrupt
     _conclude(report, run, outcome, enclosure, options, project, source, findings, runnable, str(root))
@@ -345,11 +366,14 @@ def _run(enclosure: Enclosure, plan: Plan, start: Callable[[str], Command], scri
         env = {**_environment(scratch, script, root, device, command.devices, options, port, plan), **requested}
         outcome = run_guarded(enclosure.command(command.argv, cwd), timeout=options.timeout, env=env, cwd=cwd, watch=watch)
         enclosure.read_status()
-        if outcome.returncode != SEAL_UNAVAILABLE or enclosure.status.get("sealed", "overlay") == "overlay":
+        unsealed = enclosure.status.get("sealed", "overlay")
+        if outcome.returncode != SEAL_UNAVAILABLE or unsealed == "overlay":
             return outcome
         enclosure.status = {}
+    else:
+        unsealed = UNSEALED_NO_NAMESPACES
     try:
-        enclosure.copy()
+        enclosure.copy(unsealed)
     except OSError as error:
         raise HarnessError(f"cannot seal the run: {error}") from None
     moved = enclosure.inside(script)
@@ -366,10 +390,9 @@ def _run(enclosure: Enclosure, plan: Plan, start: Callable[[str], Command], scri
 
 
 def _describe_seal(enclosure: Enclosure) -> str:
-    folders = ", ".join(enclosure.sealed)
     if enclosure.copy_root is not None:
-        return f"a scratch copy of {folders} (namespaces are not permitted here); the home folder was an empty one"
-    return f"copy-on-write overlay on {folders}"
+        return f"a scratch copy of {', '.join(enclosure.copied)}, with an empty home folder ({enclosure.unsealed})"
+    return f"copy-on-write overlay on {', '.join(enclosure.sealed)}"
 
 
 def _describe_outcome(outcome: RunOutcome, timeout: float) -> str:
@@ -435,22 +458,27 @@ def _judge(report: VerifyReport, project: ProjectFindings, source: _Source, find
         report.verdicts.append(Verdict(finding, judgement.status, judgement.evidence, report.mode, seconds))
     # What the run saw at a line whose static finding it confirmed is that finding's evidence (two nodes' local
     # rank 0 writing one file is PFL305's), not a finding of its own.
-    confirmed_at = {(os.path.realpath(v.finding.path), v.finding.line) for v in report.verdicts if v.status == "confirmed"}
+    confirmed_at = {_place(v.finding) for v in report.verdicts if v.status == "confirmed"}
     for code, probe in probes.items():
         if code not in selected:
             continue
         runtime_only = code != "PFL110"
         for finding, judgement in probe.observe(run.script, run):
-            if _has_static(project, finding) or is_suppressed(finding.code, _line_text(finding)):
+            if is_suppressed(finding.code, _line_text(finding)):  # the line as the run counted it
                 continue
-            if runtime_only and (os.path.realpath(finding.path), finding.line) in confirmed_at:
+            finding = source.as_written(finding)
+            if _has_static(project, finding) or (runtime_only and _place(finding) in confirmed_at):
                 continue
             explained.update(judgement.explains)
             report.verdicts.append(Verdict(finding, judgement.status, judgement.evidence, report.mode, seconds,
                                            runtime_only=runtime_only))
-    report.verdicts.sort(key=lambda v: (os.path.realpath(v.finding.path) != script_real, v.finding.path, v.finding.line))
+    # Confirmed first: a verdict that says "the failure confirmed above" comes after it.
+    report.verdicts.sort(key=lambda v: (v.status != "confirmed", os.path.realpath(v.finding.path) != script_real,
+                                        v.finding.path, v.finding.cell or 0, v.finding.line))
     if others_unreached:
-        report.notes.append(f"{others_unreached} finding(s) in other files of the project were not reached by this run")
+        were = "was" if others_unreached == 1 else "were"
+        report.notes.append(f"{counted(others_unreached, 'finding')} in other files of the project {were} not reached by "
+                            "this run")
     return explained, culprit is not None
 
 
@@ -473,8 +501,13 @@ def _at(finding: Diagnostic) -> str:
     return f"{finding.path}:cell {finding.cell}:{finding.line}" if finding.cell else f"{finding.path}:{finding.line}"
 
 
+def _place(finding: Diagnostic) -> tuple[str, int | None, int]:
+    return os.path.realpath(finding.path), finding.cell, finding.line
+
+
 def _has_static(project: ProjectFindings, finding: Diagnostic) -> bool:
-    return any(f.code == finding.code and f.line == finding.line for f in project.in_file(finding.path))
+    return any(f.code == finding.code and (f.cell, f.line) == (finding.cell, finding.line)
+               for f in project.in_file(finding.path))
 
 
 def _line_text(finding: Diagnostic) -> str:
@@ -483,9 +516,10 @@ def _line_text(finding: Diagnostic) -> str:
 
 def _why_not_run(run: RunRecord, finding: Diagnostic, stop: Stop | None) -> str:
     if not run.ran(finding.path, finding.line):
+        line = run.line_name(finding.path, finding.line)
         if stop is not None:
-            return f"line {finding.line} never ran: {stop.sentence()}"
-        return (f"line {finding.line} never ran: the program ran to its end without reaching it (a branch not taken, "
+            return f"{line} never ran: {stop.sentence()}"
+        return (f"{line} never ran: the program ran to its end without reaching it (a branch not taken, "
                 "an early return, or code no entry point calls)")
     if stop is not None:
         return f"the run stopped before the pitfall could show: {stop.sentence()}"
@@ -516,7 +550,7 @@ def _unexplained(run: RunRecord, explained: set[int]) -> list[dict[str, Any]]:
     causes += [e for e in run.of("exit") if e.get("status") == "exit" and e.get("code")]  # a rank that exited
     for index, error in enumerate(run.errors):
         key = (error.get("type", ""), last_line(error.get("message")))
-        if index in explained or key in seen:
+        if index in explained or key in seen or error.get("limit"):  # verify's own limit: its stop says so
             continue
         if error.get("type") in ECHOES and (causes or index in explained):
             continue

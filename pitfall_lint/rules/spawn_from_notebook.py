@@ -18,6 +18,7 @@ class SpawnFromNotebook(Rule):
         summary="mp.spawn / start_processes of a function defined in the notebook: the children cannot import it.",
         severity="error",
         hint="move the worker function into a .py module next to the notebook and import it from there",
+        verifiable=True,
     )
     triggers = (("spawn", "start_processes"), ("def ",))
     suffixes = (".ipynb",)

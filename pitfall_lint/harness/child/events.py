@@ -6,6 +6,7 @@ import json
 import os
 import re
 import sys
+import time
 import traceback
 from functools import lru_cache
 from typing import Any
@@ -17,6 +18,11 @@ PROJECT_FLAT = "PITFALL_LINT_PROJECT_FLAT"  # "1": a folder without a project ma
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S+)')
 _HARNESS = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 _INSTALLED = ("site-packages", "dist-packages")
+
+
+class VerifyLimit(Exception):
+    """What verify itself cannot do with the user's code (shape a second input, emulate FSDP2 on virtual devices):
+    reported as verify's limit, never as a failure of that code."""
 
 
 def current_rank() -> int | None:
@@ -105,7 +111,9 @@ def emit_error(error: BaseException, where: str) -> None:
         type=type(error).__name__,
         message=str(error),
         module=getattr(error, "name", None) if isinstance(error, ImportError) else None,
+        limit=isinstance(error, VerifyLimit),
         user_frame=frames[-1] if frames else None,
         frames=frames,
         traceback="".join(traceback.format_exception(error))[-4000:],
+        time=time.time(),  # an error raised once verify began stopping the run is verify's doing
     )

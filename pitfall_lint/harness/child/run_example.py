@@ -16,7 +16,7 @@ import os
 import sys
 from typing import Any
 
-from pitfall_lint.harness.child.events import SCRIPT, emit
+from pitfall_lint.harness.child.events import SCRIPT, VerifyLimit, emit
 from pitfall_lint.harness.child.observe import observed
 
 MODEL = "PITFALL_LINT_MODEL"  # {"class": ..., "args": [...], "kwargs": {...}, "source": "train.py:12"}
@@ -39,10 +39,10 @@ def import_by_package(path: str) -> Any:
 def _example(module: Any, function: str) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
     factory = getattr(module, function, None)
     if not callable(factory):
-        raise LookupError(f"{module.__name__} has no function {function}()")
+        raise VerifyLimit(f"{module.__name__} has no function {function}()")
     made = factory()
     if not isinstance(made, tuple) or len(made) not in (2, 3):
-        raise TypeError(f"{function}() must return (model, args) or (model, args, kwargs), got {type(made).__name__}")
+        raise VerifyLimit(f"{function}() must return (model, args) or (model, args, kwargs), got {type(made).__name__}")
     model, args, *rest = made
     return model, tuple(args) if isinstance(args, (tuple, list)) else (args,), dict(rest[0]) if rest else {}
 
@@ -56,7 +56,7 @@ def _built(module: Any) -> tuple[Any, tuple[Any, ...]]:
                if isinstance(v, type) and issubclass(v, nn.Module) and v.__module__ == module.__name__]
     chosen = next((c for c in classes if c.__name__ == wanted.get("class")), classes[0] if classes else None)
     if chosen is None:
-        raise LookupError(f"{module.__name__} defines no nn.Module")
+        raise VerifyLimit(f"{module.__name__} defines no nn.Module")
     if wanted.get("class") == chosen.__name__ and "args" in wanted:
         model = chosen(*wanted["args"], **wanted.get("kwargs", {}))
         how = f"{chosen.__name__}(...) as called at {wanted['source']}"
@@ -64,8 +64,8 @@ def _built(module: Any) -> tuple[Any, tuple[Any, ...]]:
         try:
             model = chosen()
         except TypeError as error:
-            raise TypeError(f"{chosen.__name__}() needs constructor arguments ({error}); no call in the project gives "
-                            "them as literals: add pitfall_lint_example() returning (model, args)") from None
+            raise VerifyLimit(f"{chosen.__name__}() needs constructor arguments ({error}); no call in the project "
+                              "gives them as literals: add pitfall_lint_example() returning (model, args)") from None
         how = f"{chosen.__name__}() with its default arguments"
     inputs, layer = _inputs_for(model, torch, nn)
     emit("model-built", how=how, inputs=[list(t.shape) for t in inputs], layer=layer)
@@ -79,12 +79,12 @@ def _inputs_for(model: Any, torch: Any, nn: Any) -> tuple[tuple[Any, ...], str]:
         if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     ]
     if len(required) > 1:
-        raise TypeError(f"{type(model).__name__}.forward takes {len(required)} inputs ({', '.join(required)}): verify "
-                        "can shape only one; add pitfall_lint_example() returning (model, args)")
+        raise VerifyLimit(f"{type(model).__name__}.forward takes {len(required)} inputs ({', '.join(required)}): "
+                          "verify can shape only one; add pitfall_lint_example() returning (model, args)")
     first = next((m for m in model.modules() if m is not model and isinstance(m, (
         nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Embedding, nn.EmbeddingBag, nn.RNNBase))), None)
     if first is None:
-        raise LookupError(f"{type(model).__name__} has no layer to shape an input from: add pitfall_lint_example()")
+        raise VerifyLimit(f"{type(model).__name__} has no layer to shape an input from: add pitfall_lint_example()")
     if isinstance(first, nn.Linear):
         candidates = [(torch.randn(_BATCH, first.in_features),), (torch.randn(_BATCH, _SEQUENCE, first.in_features),)]
     elif isinstance(first, (nn.Embedding, nn.EmbeddingBag)):

@@ -27,6 +27,8 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
+from pitfall_lint.harness.child.events import VerifyLimit
+
 _CPU = torch.device("cpu")
 _RealDevice = torch.device
 _TENSOR_TO, _TENSOR_CUDA, _AS_TENSOR = torch.Tensor.to, torch.Tensor.cuda, torch.as_tensor
@@ -34,6 +36,11 @@ _state = threading.local()
 _count = {"devices": 0}
 _NAME = "pitfall-lint virtual CUDA device (CPU)"
 _MEMORY = 80 * 1024**3
+
+
+class NotEmulated(VerifyLimit, NotImplementedError):
+    """What the virtual devices do not emulate: verify's limit, still a NotImplementedError (a RuntimeError) to the
+    code that meets it."""
 
 
 def device_count() -> int:
@@ -345,7 +352,7 @@ def _deepcopy(tensor: VirtualTensor, memo: dict[int, Any]) -> VirtualTensor:
 
 def _set_data(tensor: VirtualTensor, data: torch.Tensor) -> None:
     if data.shape != tensor.shape or data.dtype != tensor.dtype:
-        raise RuntimeError("pitfall-lint virtual devices: assigning `.data` of another shape or dtype is not supported")
+        raise NotEmulated("pitfall-lint virtual devices: assigning `.data` of another shape or dtype is not supported")
     tensor._inner = _unwrap(data).detach()
 
 
@@ -398,7 +405,7 @@ def _placed(result: Any, target: _RealDevice | None) -> Any:
         if not isinstance(value, torch.Tensor) or isinstance(value, VirtualTensor):
             return value
         if type(value) not in (torch.Tensor, torch.nn.Parameter):
-            raise NotImplementedError(
+            raise NotEmulated(
                 f"{type(value).__name__} (FSDP2, tensor parallelism) is not emulated on the virtual devices: run verify "
                 "on a machine with N GPUs"
             )

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass
 from typing import ClassVar
 
 from pitfall_lint.diagnostic import Diagnostic
 from pitfall_lint.harness.record import Judgement, RunRecord
+
+# How the parent's mp.spawn reports a child's failure: part of that failure, never a cause of its own.
+SPAWN_ECHOES = frozenset({"ProcessExitedException", "ProcessRaisedException"})
+# The error a rule's message predicts, quoted word for word: `die with "AttributeError: Can't get attribute 'train' on
+# <module '__main__'"`, `fails with "TypeError: train() takes 2 positional arguments but 3 were given"`.
+_PREDICTED = re.compile(r'"(?P<error>[A-Z]\w*(?:Error|Exception): [^"]+)"')
 
 
 @dataclass(frozen=True)
@@ -76,6 +83,26 @@ def same_file(a: str | None, b: str | None) -> bool:
 def errors_matching(run: RunRecord, *fragments: str) -> list[int]:
     """Indices of the run's errors whose message contains one of the fragments."""
     return [i for i, e in enumerate(run.errors) if any(f in (e.get("message") or "") for f in fragments)]
+
+
+def predicted_error(finding: Diagnostic) -> str | None:
+    """The error the finding's message predicts ("TypeError: ..."), when it quotes one."""
+    predicted = _PREDICTED.search(finding.message)
+    return predicted["error"] if predicted else None
+
+
+def errors_predicted(run: RunRecord, predicted: str) -> list[tuple[int, str]]:
+    """The run's errors that are the predicted one, word for word as far as the rule can know it (Python names
+    `__main__`'s loader after it), raised here or carried in the message of another process's error (spawn's
+    ProcessRaisedException): each as its index in run.errors and the error's own text."""
+    found = []
+    for index, error in enumerate(run.errors):
+        message = error.get("message") or ""
+        lines = [f"{error.get('type')}: {message}", *message.splitlines()]
+        said = next((line.strip() for line in lines if line.strip().startswith(predicted)), None)
+        if said is not None:
+            found.append((index, said.splitlines()[0].partition(": ")[2]))
+    return found
 
 
 def last_line(text: str | None) -> str:

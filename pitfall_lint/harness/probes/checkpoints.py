@@ -35,8 +35,8 @@ class UnguardedSaveProbe(Probe):
             return Judgement(
                 "confirmed",
                 Evidence(
-                    f"ranks {_listed(ranks)} each wrote {path} from line {finding.line}: concurrent writers of one file "
-                    "corrupt it (the writes went to the scratch folder)"
+                    f"ranks {_listed(ranks)} each wrote {path} from {run.line_name(finding.path, finding.line)}: concurrent "
+                    "writers of one file corrupt it (the writes went to the scratch folder)"
                 ),
             )
         return Judgement("not-reproduced", Evidence(f"only rank {_listed(ranks)} wrote {path}"))
@@ -54,8 +54,8 @@ class UnguardedSaveProbe(Probe):
         found = []
         for (file, line, path), ranks in writers.items():
             if len(ranks) > 1:
-                mechanism = (f"ranks {_listed(ranks)} each wrote {path} from line {line}: concurrent writers of one file "
-                             "corrupt it (the writes went to the scratch folder)")
+                mechanism = (f"ranks {_listed(ranks)} each wrote {path} from {run.line_name(file, line)}: concurrent "
+                             "writers of one file corrupt it (the writes went to the scratch folder)")
                 message = f"every rank saves {os.path.basename(path)} here: save on one rank only (`if rank == 0:`)"
                 found.append((Diagnostic(file, line, 1, info.code, info.name, line, 1, info.severity, message),
                               Judgement("confirmed", Evidence(mechanism))))

@@ -45,15 +45,16 @@ class RankDivergentCollectiveProbe(Probe):
         ranks = {e["rank"] for e in run.events if isinstance(e.get("rank"), int)}
         joined = {e["rank"] for e in here}
         first = min(here, key=lambda e: (e["seq"], e["rank"]))
+        line = run.line_name(finding.path, finding.line)
         if joined >= ranks:
-            return Judgement("not-reproduced", Evidence(f"every rank ({_listed(ranks)}) entered {_name(first)} at line {finding.line}"))
+            return Judgement("not-reproduced", Evidence(f"every rank ({_listed(ranks)}) entered {_name(first)} at {line}"))
         absent = ranks - joined
         stuck = tuple(i for i in errors_matching(run, *_STUCK))
         failure = next((run.errors[i] for i in stuck if run.errors[i].get("rank") in joined), run.errors[stuck[0]] if stuck else None)
         timeout = next((e["seconds"] for e in run.of("collective-timeout")), None)
         waited = f"after the {timeout:g} s process-group timeout set for this run" if timeout else "at the process-group timeout"
         mechanism = (
-            f"{_listed(joined)} entered {_name(first)} at line {finding.line} and waited for the others: "
+            f"{_listed(joined)} entered {_name(first)} at {line} and waited for the others: "
             + "; ".join(self._where(run, rank, first["seq"], entered) for rank in sorted(absent))
             + f"; it ended {waited}" + (" with the error below" if failure else "")
         )
@@ -73,7 +74,8 @@ class RankDivergentCollectiveProbe(Probe):
         own = sorted((e for e in entered if e["rank"] == rank), key=lambda e: e["seq"])
         counterpart = next((e for e in own if e["seq"] == sequence), own[-1] if own else None)
         if counterpart is not None:
-            return f"rank {rank} never entered it: at that point it was in {_name(counterpart)} at line {counterpart.get('line')}"
+            where = run.line_name(counterpart.get("file"), counterpart.get("line"))
+            return f"rank {rank} never entered it: at that point it was in {_name(counterpart)} at {where}"
         if any(e.get("rank") == rank and e.get("status") == "ok" for e in run.of("exit")):
             return f"rank {rank} never entered it: it ran to the end of the script"
         return f"rank {rank} never entered it"

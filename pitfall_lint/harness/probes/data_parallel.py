@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 from pitfall_lint.diagnostic import Diagnostic
 from pitfall_lint.harness.probes.base import Probe, at, errors_matching
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord
+from pitfall_lint.harness.words import counted
 
 _SHAPES = re.compile(r"got (\[[^\]]*\]), but expected (\[[^\]]*\])")
 
@@ -142,7 +143,7 @@ class SmallBatchProbe(Probe):
                 evidence = _evidence(run.errors[failures[0]], mechanism) if failures else Evidence(mechanism)
                 judgement = Judgement("confirmed", evidence, tuple(failures))
             else:
-                judgement = Judgement("confirmed", Evidence(f"{what}: {idle} replica(s) got nothing and idled"))
+                judgement = Judgement("confirmed", Evidence(f"{what}: {counted(idle, 'replica')} got nothing and idled"))
             message = f"{what}; use a batch of at least 2 per replica (drop_last=True, or a batch size divisible by them)"
             diagnostic = Diagnostic(file, line, 1, info.code, info.name, line, 1, info.severity, message)
             found[(file, line)] = (diagnostic, judgement)

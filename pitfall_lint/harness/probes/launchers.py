@@ -16,6 +16,7 @@ from pitfall_lint.diagnostic import Diagnostic
 from pitfall_lint.harness.child.nodes import RECORD_WRITES
 from pitfall_lint.harness.probes.base import Command, Launch, Probe, at, errors_matching, last_line
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord
+from pitfall_lint.harness.words import counted
 
 _UNRECOGNIZED = "error: unrecognized arguments: --local-rank="
 # A `--local_rank` that is required is never given: argparse says so before it names the flag it did not know.
@@ -53,7 +54,7 @@ class RankVsLocalRankProbe(Probe):
             sys.executable, "-m", "pitfall_lint.harness.child.two_nodes", str(per_node), str(launch.port), launch.script,
             *launch.script_args,
         ]
-        return Command(command, f"2 nodes x {per_node} rank(s) under torch.distributed.run (two agents on loopback)",
+        return Command(command, f"2 nodes x {counted(per_node, 'rank')} under torch.distributed.run (two agents on loopback)",
                        per_node, nodes=2)
 
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
@@ -125,7 +126,7 @@ class LegacyLocalRankProbe(Probe):
             return Judgement(
                 "confirmed",
                 Evidence(
-                    f"torch.distributed.launch passed --local-rank=<n> to each of {len(rejected)} rank(s) and the "
+                    f"torch.distributed.launch passed --local-rank=<n> to each of {counted(len(rejected), 'rank')} and the "
                     f"parser, which knows only --local_rank,{unset} stopped each with exit code 2",
                     "SystemExit",
                     last_line(rejected[0]),

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 from pitfall_lint.diagnostic import Diagnostic
-from pitfall_lint.harness.probes.base import Probe
+from pitfall_lint.harness.probes.base import SPAWN_ECHOES, Probe
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord
 
 BOOTSTRAPPING = "An attempt has been made to start a new process before the current process has finished its bootstrapping phase"
-
-
-_CONSEQUENCES = frozenset({"ProcessExitedException", "ProcessRaisedException"})
 
 
 class MainGuardProbe(Probe):
@@ -21,13 +18,13 @@ class MainGuardProbe(Probe):
         explained = tuple(i for i, e in enumerate(run.errors) if BOOTSTRAPPING in " ".join((e.get("message") or "").split()))
         if BOOTSTRAPPING in flat or explained:
             # The parent then learns that its children died: part of the same failure.
-            explained += tuple(i for i, e in enumerate(run.errors) if e.get("type") in _CONSEQUENCES)
+            explained += tuple(i for i, e in enumerate(run.errors) if e.get("type") in SPAWN_ECHOES)
             child = next((run.errors[i] for i in explained), None)
             return Judgement(
                 "confirmed",
                 Evidence(
-                    f"a spawned child re-imported the script and reached line {finding.line} again, starting processes "
-                    "before it had finished bootstrapping",
+                    f"a spawned child re-imported the script and reached {run.line_name(finding.path, finding.line)} again, "
+                    "starting processes before it had finished bootstrapping",
                     "RuntimeError",
                     BOOTSTRAPPING + ".",
                     child.get("user_frame") if child else None,

@@ -6,15 +6,10 @@ import re
 from collections import defaultdict
 
 from pitfall_lint.diagnostic import Diagnostic
-from pitfall_lint.harness.probes.base import Probe, last_line
+from pitfall_lint.harness.probes.base import SPAWN_ECHOES, Probe, errors_predicted, last_line, predicted_error
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord
 
-# The TypeError the static check predicts, quoted in its message.
-_PREDICTED = re.compile(r'"TypeError: (?P<error>[^"]+)"')
-_CHILD_ERROR = re.compile(r"^TypeError: (?P<error>.+)$", re.MULTILINE)
 _CHILD = re.compile(r"-- Process (?P<index>\d+) terminated with the following error")
-# How the parent's spawn reports a child's failure.
-_SPAWN_ECHOES = frozenset({"ProcessRaisedException", "ProcessExitedException"})
 
 
 class SpawnSignatureProbe(Probe):
@@ -22,15 +17,14 @@ class SpawnSignatureProbe(Probe):
     kinds = frozenset({"script"})
 
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
-        predicted = _PREDICTED.search(finding.message)
+        predicted = predicted_error(finding)
         if predicted is None:
             return self._same_rank(finding, run)
-        for index, error in enumerate(run.errors):
-            message = error.get("message") or ""
-            raised = _CHILD_ERROR.search(message)
-            if raised is None or raised["error"] != predicted["error"]:
-                continue
-            child = _CHILD.search(message)
+        matched = errors_predicted(run, predicted)
+        if matched:
+            index, raised = matched[0]
+            error = run.errors[index]
+            child = _CHILD.search(error.get("message") or "")
             who = f"process {child['index']}" if child else "a spawned process"
             return Judgement(
                 "confirmed",
@@ -38,7 +32,7 @@ class SpawnSignatureProbe(Probe):
                     f"{who} failed on entry: spawn called the function as fn(index, *args), a call that cannot bind; "
                     f"the parent's spawn raised {error.get('type')} with the child's error",
                     "TypeError",
-                    raised["error"],
+                    raised,
                     error.get("user_frame"),
                 ),
                 (index,),
@@ -59,7 +53,7 @@ class SpawnSignatureProbe(Probe):
         if shared:
             rank, pids = min(shared.items())
             failures = tuple(
-                i for i, e in enumerate(run.errors) if e.get("pid") in pids or e.get("type") in _SPAWN_ECHOES
+                i for i, e in enumerate(run.errors) if e.get("pid") in pids or e.get("type") in SPAWN_ECHOES
             )
             error = run.errors[failures[0]] if failures else {}
             return Judgement(

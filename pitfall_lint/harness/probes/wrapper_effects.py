@@ -9,6 +9,7 @@ from typing import Any
 from pitfall_lint.diagnostic import Diagnostic
 from pitfall_lint.harness.probes.base import Probe, at, errors_matching, last_line
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord
+from pitfall_lint.harness.words import counted
 
 _DATA_PARALLEL = frozenset({"script", "example", "model", "notebook"})
 _ATTRIBUTE = re.compile(r"`(\w+)\.(\w+)")  # each rule's message starts with the expression it flags
@@ -49,7 +50,7 @@ class LostStateProbe(Probe):
             return Judgement(
                 "confirmed",
                 Evidence(
-                    f"after {len(lost)} DataParallel step(s), `{attribute}` of the original {event['module']} "
+                    f"after {counted(len(lost), 'DataParallel step')}, `{attribute}` of the original {event['module']} "
                     f"{original}; the replicas had set it to {', '.join(event['replicas'])}, and were thrown away"
                 ),
             )
@@ -138,7 +139,7 @@ class WrapperAttributeProbe(Probe):
     kinds = _DATA_PARALLEL | {"distributed"}
 
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
-        attribute = _attribute(finding)
+        attribute, line = _attribute(finding), run.line_name(finding.path, finding.line)
         if "sets a new attribute on the wrapper" in finding.message:
             seen = [e for e in run.of("wrapper-attribute") if e["attribute"] == attribute and at(e["set_at"], finding)]
             if not seen:
@@ -150,7 +151,7 @@ class WrapperAttributeProbe(Probe):
             return Judgement(
                 "confirmed",
                 Evidence(
-                    f"line {finding.line} set `{attribute}` = {event['wrapper_value']} on the {event['wrapper']} wrapper; "
+                    f"{line} set `{attribute}` = {event['wrapper_value']} on the {event['wrapper']} wrapper; "
                     f"when forward ran, the wrapped {event['module']}'s own `{attribute}` {module_value}"
                 ),
             )
@@ -166,5 +167,5 @@ class WrapperAttributeProbe(Probe):
             echoes = tuple(errors_matching(run, "ChildFailedError"))
             return Judgement("confirmed", _error_evidence(error, mechanism), failures + echoes)
         if run.returncode == 0 and not run.errors:
-            return Judgement("not-reproduced", Evidence(f"`{attribute}` was found on the wrapper when line {finding.line} ran"))
+            return Judgement("not-reproduced", Evidence(f"`{attribute}` was found on the wrapper when {line} ran"))
         return None
