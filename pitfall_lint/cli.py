@@ -31,6 +31,15 @@ class _DefaultToCheck(click.Group):
     """`pitfall-lint PATH...` means `pitfall-lint check PATH...`, as `ruff PATH` once did."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        first = args[0] if args else ""
+        # A first word that names no file and is a command misspelt is no path to check: say so, as git does.
+        if first.isalpha() and first not in self.commands and not os.path.lexists(first):
+            import difflib  # here: a plain check never pays for it
+
+            if first == "help":  # `help`, `help check`: the help of the program, or of the command
+                args = [args[1], "--help"] if args[1:2] and args[1] in self.commands else ["--help"]
+            elif close := difflib.get_close_matches(first, list(self.commands), n=1):
+                _fail(f"unknown command '{first}'; did you mean '{close[0]}'?")
         if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h", "--version")):
             args = ["check", *args]
         return super().parse_args(ctx, args)
