@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import os
@@ -48,6 +49,28 @@ class _DefaultToCheck(click.Group):
 def _fail(message: str) -> NoReturn:
     click.echo(f"error: {message}", err=True)
     sys.exit(EXIT_ERROR)
+
+
+def _require_working_folder() -> None:
+    """Paths, the configuration and the reported paths are all found from the current folder: once it is deleted
+    (by another shell, a `git checkout`), os.getcwd() fails wherever it is asked."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        _fail("the current folder no longer exists (it was deleted); cd into one that does")
+
+
+def _one_line_errors(command: Callable[..., None]) -> Callable[..., None]:
+    """A bug of ours ends the command with one `error:` line and exit 2, never a traceback."""
+
+    @functools.wraps(command)
+    def guarded(*args: object, **kwargs: object) -> None:
+        try:
+            command(*args, **kwargs)
+        except Exception as error:
+            _fail(f"internal error in {command.__name__}: {type(error).__name__}: {error}")
+
+    return guarded
 
 
 def _warn(message: str) -> None:
@@ -103,6 +126,7 @@ def _load_selection(
 @click.option("--baseline", "baseline_path", type=click.Path(dir_okay=False, readable=False), help="Report only findings not recorded in this baseline file.")
 @click.option("--write-baseline", "write_baseline_path", type=click.Path(dir_okay=False), help="Record today's findings in this file and exit 0.")
 @click.option("--project-root", type=click.Path(file_okay=False), help="The folder whose files make up the project (default: the nearest folder with pyproject.toml, setup.py, setup.cfg or .git).")
+@_one_line_errors
 def check(
     paths: tuple[str, ...],
     output_format: str,
@@ -126,6 +150,7 @@ def check(
     project_root: str | None,
 ) -> None:
     """Check PATHS (files or folders; the current folder by default)."""
+    _require_working_folder()
     try:
         config, rules, ignored = _load_selection(config_path, select, extend_select, ignore)
         patterns = [*(_split(exclude) or config.exclude), *config.extend_exclude, *_split(extend_exclude)]
@@ -254,6 +279,7 @@ def verify(
     from pitfall_lint.harness.report import write_json, write_text
     from pitfall_lint.harness.verify import HarnessError, VerifyOptions, verify as run_verify
 
+    _require_working_folder()
     if not os.path.lexists(path):
         _fail(f"{path}: no such file or directory")
     kind = special_kind(path)
