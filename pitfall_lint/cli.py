@@ -26,6 +26,7 @@ from pitfall_lint.rules.base import Rule
 from pitfall_lint.selection import nearest_config, rule_infos, selected_rules
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as Ruff and the shells exit on Ctrl-C
 
 
 class _DefaultToCheck(click.Group):
@@ -61,16 +62,29 @@ def _require_working_folder() -> None:
 
 
 def _one_line_errors(command: Callable[..., None]) -> Callable[..., None]:
-    """A bug of ours ends the command with one `error:` line and exit 2, never a traceback."""
+    """Ctrl-C ends the command with `error: interrupted` and exit 130 (not click's `Aborted!` and exit 1, the code of
+    findings), a bug of ours with one `error:` line and exit 2: never a traceback. Workers leave quietly (pool.py),
+    and a file being fixed is the old one or the new one (fix/write.py)."""
 
     @functools.wraps(command)
     def guarded(*args: object, **kwargs: object) -> None:
         try:
             command(*args, **kwargs)
-        except Exception as error:
+        except (KeyboardInterrupt, Exception) as error:
+            if _raised_by_ctrl_c(error):
+                click.echo("error: interrupted", err=True)
+                sys.exit(EXIT_INTERRUPTED)
             _fail(f"internal error in {command.__name__}: {type(error).__name__}: {error}")
 
     return guarded
+
+
+def _raised_by_ctrl_c(error: BaseException | None) -> bool:
+    """The interrupt itself, or an error raised while it unwound the stack: libcst's own clean-up raises a KeyError
+    when Ctrl-C cuts its code generation short."""
+    while error is not None and not isinstance(error, KeyboardInterrupt):
+        error = error.__context__
+    return error is not None
 
 
 def _warn(message: str) -> None:

@@ -8,11 +8,16 @@ import os
 import stat
 import tempfile
 
+from pitfall_lint.interrupts import ctrl_c_held_back
+
 
 class ChangedOnDisk(Exception):
     """The file no longer holds what was fixed: someone else wrote it meanwhile."""
 
 
+# Ctrl-C waits for the write: landing between the temporary file's creation and the `try` that removes it, it left
+# the temporary file behind.
+@ctrl_c_held_back()
 def replace_if_unchanged(path: str, expected: bytes, content: bytes) -> None:
     """A temporary file beside the target, then a rename: an interrupted run leaves the old file or the new one.
     A file its user may not write is left alone (PermissionError), as a read-only folder leaves it."""
