@@ -27,6 +27,9 @@ from pitfall_lint.selection import nearest_config, rule_infos, selected_rules
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as Ruff and the shells exit on Ctrl-C
+STDIN = "-"
+# What stdin is checked as without --stdin-filename: Python (the rules look at the suffix), in the current folder.
+STDIN_NAME = "stdin.py"
 
 
 class _DefaultToCheck(click.Group):
@@ -87,6 +90,15 @@ def _raised_by_ctrl_c(error: BaseException | None) -> bool:
     return error is not None
 
 
+def _stdin_path(paths: tuple[str, ...], stdin_filename: str | None) -> str | None:
+    """The path stdin is checked as, as reported; None when stdin is not read."""
+    if stdin_filename is None and STDIN not in paths:
+        return None
+    if paths not in ((), (STDIN,)):
+        _fail("stdin ('-' or --stdin-filename) is checked alone: name no other path")
+    return display_path(stdin_filename or STDIN_NAME)
+
+
 def _warn(message: str) -> None:
     click.echo(f"warning: {message}", err=True)
 
@@ -114,10 +126,15 @@ def _rule_selection(f: Callable[..., None]) -> Callable[..., None]:
 
 
 def _load_selection(
-    config_path: str | None, select: tuple[str, ...], extend_select: tuple[str, ...], ignore: tuple[str, ...]
+    config_path: str | None,
+    select: tuple[str, ...],
+    extend_select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    start: Path | None = None,
 ) -> tuple[Config, list[type[Rule]], list[str]]:
-    """The configuration and the rules it and the command line select; raises ConfigError."""
-    config = nearest_config(config_path)
+    """The configuration (the nearest to `start`, by default the current folder) and the rules it and the command
+    line select; raises ConfigError."""
+    config = nearest_config(config_path, start)
     return (config, *selected_rules(config, _split(select) or None, _split(extend_select), _split(ignore)))
 
 
@@ -140,6 +157,7 @@ def _load_selection(
 @click.option("--baseline", "baseline_path", type=click.Path(dir_okay=False, readable=False), help="Report only findings not recorded in this baseline file.")
 @click.option("--write-baseline", "write_baseline_path", type=click.Path(dir_okay=False), help="Record today's findings in this file and exit 0.")
 @click.option("--project-root", type=click.Path(file_okay=False), help="The folder whose files make up the project (default: the nearest folder with pyproject.toml, setup.py, setup.cfg or .git).")
+@click.option("--stdin-filename", help="Check stdin (also read for the path `-`) as this file: its configuration, project and, with --force-exclude, exclusions; --fix prints the fixed source.")
 @_one_line_errors
 def check(
     paths: tuple[str, ...],
@@ -162,27 +180,34 @@ def check(
     baseline_path: str | None,
     write_baseline_path: str | None,
     project_root: str | None,
+    stdin_filename: str | None,
 ) -> None:
     """Check PATHS (files or folders; the current folder by default)."""
     _require_working_folder()
+    stdin_path = _stdin_path(paths, stdin_filename)
     try:
-        config, rules, ignored = _load_selection(config_path, select, extend_select, ignore)
+        start = Path(os.path.abspath(stdin_path)).parent if stdin_path else None  # stdin's configuration is its file's
+        config, rules, ignored = _load_selection(config_path, select, extend_select, ignore, start)
         patterns = [*(_split(exclude) or config.exclude), *config.extend_exclude, *_split(extend_exclude)]
         excluder = Excluder(patterns, config.root)
-        files = discover(paths or ["."], excluder, _warn, force_exclude)
+        if stdin_path is None:
+            files = discover(paths or ["."], excluder, _warn, force_exclude)
+        else:
+            files = [] if force_exclude and excluder.excludes(stdin_path) else [stdin_path]
     except (ConfigError, MissingPathError) as error:
         _fail(str(error))
     if project_root is not None and not os.path.isdir(project_root):
         _fail(f"{project_root}: --project-root is not a folder")
     settings = ProjectSettings(excluder, config.data_parallel, Path(project_root) if project_root else None)  # type: ignore[arg-type]
-    if not files:
+    if not files and not stdin_path:  # stdin left out by --force-exclude: nothing to say, as in Ruff
         _warn("no Python files found under the given paths")
     diagnostics: list[Diagnostic] = []
     internal_errors = 0
     # Trees hold hundreds of thousands of objects, none in a cycle: at the collector's default pace it read the
     # whole heap again and again (a tenth of a cold run). What cycles there are, it still collects.
     gc.set_threshold(100_000, 20, 100)
-    run = check_paths([display_path(f) for f in files], rules, settings, config.root, not no_cache)
+    contents = {stdin_path: sys.stdin.buffer.read()} if stdin_path else {}
+    run = check_paths([display_path(f) for f in files], rules, settings, config.root, not no_cache, contents)
     results = run.results
     if fix or diff:
         from pitfall_lint.fix.session import fix_files  # libcst is loaded only when fixing
@@ -191,8 +216,12 @@ def check(
         internal_errors += outcome.errors
         if diff:
             sys.exit(EXIT_ERROR if outcome.errors else EXIT_FINDINGS if outcome.changed_paths else EXIT_CLEAN)
+        if stdin_path:  # as Ruff does: the source, fixed or not, on stdout for the editor; the report on stderr
+            contents = {stdin_path: outcome.rewritten.get(stdin_path, contents[stdin_path])}
+            sys.stdout.buffer.write(contents[stdin_path])
+            sys.stdout.flush()
         # Every file is checked again: a rewrite in one file can change what the project tells another.
-        results = check_paths([r.path for r in results], rules, settings, config.root, not no_cache).results
+        results = check_paths([r.path for r in results], rules, settings, config.root, not no_cache, contents).results
     for result in results:
         if result.internal_error:
             internal_errors += 1
@@ -217,7 +246,8 @@ def check(
             _fail(str(error))
         hidden, diagnostics = len(diagnostics) - len(fresh), fresh
     infos = [PARSE_ERROR, *(rule.info for rule in rules)]
-    color = output_file is None and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    stream = sys.stderr if stdin_path and fix else sys.stdout
+    color = output_file is None and stream.isatty() and "NO_COLOR" not in os.environ
     report = Report(
         diagnostics, infos, len(files), show_source=show_source, color=color, statistics=statistics, hidden_by_baseline=hidden
     )
@@ -228,7 +258,7 @@ def check(
         except OSError as error:
             _fail(f"{output_file}: cannot write: {error.strerror or error}")
     else:
-        writers()[output_format](report, sys.stdout)
+        writers()[output_format](report, stream)
     if internal_errors:
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_FINDINGS if diagnostics and not exit_zero else EXIT_CLEAN)
