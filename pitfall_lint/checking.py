@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pitfall_lint import pool
 from pitfall_lint.cache import ResultCache
 from pitfall_lint.config import TargetVersion
-from pitfall_lint.engine import FileResult
+from pitfall_lint.engine import Engine, FileResult
 from pitfall_lint.files import Excluder, discover
 from pitfall_lint.project.layout import find_project_root
 from pitfall_lint.project.model import DataParallelMode, ProjectModel, still_answered
@@ -36,6 +36,7 @@ class ProjectSettings:
 class CheckRun:
     results: list[FileResult]
     projects: dict[str, ProjectModel] = field(default_factory=dict)  # by path as given
+    contents: Mapping[str, bytes] = field(default_factory=dict)  # what stood in for a file on disk (stdin)
 
 
 def project_root(path: str, settings: ProjectSettings, known: dict[str, Path | None] | None = None) -> Path | None:
@@ -56,14 +57,17 @@ def _groups(paths: Sequence[str], settings: ProjectSettings) -> dict[Path | None
     return groups
 
 
-def project_model(root: Path | None, members: Sequence[str], settings: ProjectSettings, store: SummaryStore) -> ProjectModel:
-    """The model of a project: every file under its root not excluded, plus `members` (named on the command line)."""
+def project_model(
+    root: Path | None, members: Sequence[str], settings: ProjectSettings, store: SummaryStore, contents: dict[str, bytes] | None = None
+) -> ProjectModel:
+    """The model of a project: every file under its root not excluded, plus `members` (named on the command line);
+    `contents` stand in for what is on disk of those files."""
     if root is None:  # no project around them: the files named are the project
         folder = os.path.commonpath([os.path.dirname(os.path.abspath(p)) for p in members])
-        return ProjectModel(folder, members, settings.data_parallel, store, target=settings.target)
+        return ProjectModel(folder, members, settings.data_parallel, store, contents, target=settings.target)
     # What the walk could not read is reported by the check of the files named, if at all: no second warning.
     files = discover([str(root)], settings.excluder, lambda _: None)
-    return ProjectModel(str(root), [*files, *members], settings.data_parallel, store, target=settings.target)
+    return ProjectModel(str(root), [*files, *members], settings.data_parallel, store, contents, target=settings.target)
 
 
 def _share_project_facts(model: ProjectModel, store: SummaryStore) -> None:
@@ -85,24 +89,35 @@ class _Pending:
 
 
 def check_paths(
-    paths: Sequence[str], rules: Sequence[type[Rule]], settings: ProjectSettings, cache_root: Path, use_cache: bool
+    paths: Sequence[str],
+    rules: Sequence[type[Rule]],
+    settings: ProjectSettings,
+    cache_root: Path,
+    use_cache: bool,
+    contents: Mapping[str, bytes] | None = None,
 ) -> CheckRun:
     """Results in the order of `paths`. The files of every project share one pool: a small project found inside a
-    large one (its own setup.py) is checked beside it, not after it."""
+    large one (its own setup.py) is checked beside it, not after it. `contents`, by path as given, stand in for
+    those files on disk (stdin read as a file): checked, and seen by their project, as they are, never cached."""
     target = settings.target  # the syntax a file may use depends on it
     varying = [settings.data_parallel, [*target.version, target.source] if target is not None else None]
     cache = ResultCache(cache_root, [rule.info.code for rule in rules], varying) if use_cache else None
     store = SummaryStore(cache.folder if cache is not None else None)
-    run = CheckRun([])
+    run = CheckRun([], contents=contents or {})
     results: dict[str, FileResult] = {}
     pending: dict[str, _Pending] = {}
     for root, members in _groups(paths, settings).items():
-        model = project_model(root, members, settings, store)
+        given = {path: run.contents[path] for path in members if path in run.contents}
+        model = project_model(root, members, settings, store, given)
         keys = {path: model.content_key(path) for path in members} if cache is not None else {}
         fingerprint = functools.cache(model.fingerprint)  # read from every file of the project: only when needed
         unchecked = []
         for path in members:
             run.projects[path] = model
+            if path in given:  # checked here as it is, and never cached: its result is not the file's
+                results[path] = Engine(rules).check_source(path, given[path], model)
+                store.put_all(results[path].summaries)
+                continue
             key = keys.get(path)
             cached = cache.get(path, key) if cache is not None and key is not None else None
             if cache is not None and cached is not None and (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import os
@@ -25,12 +26,25 @@ from pitfall_lint.rules.base import Rule
 from pitfall_lint.selection import nearest_config, rule_infos, selected_rules
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as Ruff and the shells exit on Ctrl-C
+STDIN = "-"
+# What stdin is checked as without --stdin-filename: Python (the rules look at the suffix), in the current folder.
+STDIN_NAME = "stdin.py"
 
 
 class _DefaultToCheck(click.Group):
     """`pitfall-lint PATH...` means `pitfall-lint check PATH...`, as `ruff PATH` once did."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        first = args[0] if args else ""
+        # A first word that names no file and is a command misspelt is no path to check: say so, as git does.
+        if first.isalpha() and first not in self.commands and not os.path.lexists(first):
+            import difflib  # here: a plain check never pays for it
+
+            if first == "help":  # `help`, `help check`: the help of the program, or of the command
+                args = [args[1], "--help"] if args[1:2] and args[1] in self.commands else ["--help"]
+            elif close := difflib.get_close_matches(first, list(self.commands), n=1):
+                _fail(f"unknown command '{first}'; did you mean '{close[0]}'?")
         if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h", "--version")):
             args = ["check", *args]
         return super().parse_args(ctx, args)
@@ -39,6 +53,50 @@ class _DefaultToCheck(click.Group):
 def _fail(message: str) -> NoReturn:
     click.echo(f"error: {message}", err=True)
     sys.exit(EXIT_ERROR)
+
+
+def _require_working_folder() -> None:
+    """Paths, the configuration and the reported paths are all found from the current folder: once it is deleted
+    (by another shell, a `git checkout`), os.getcwd() fails wherever it is asked."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        _fail("the current folder no longer exists (it was deleted); cd into one that does")
+
+
+def _one_line_errors(command: Callable[..., None]) -> Callable[..., None]:
+    """Ctrl-C ends the command with `error: interrupted` and exit 130 (not click's `Aborted!` and exit 1, the code of
+    findings), a bug of ours with one `error:` line and exit 2: never a traceback. Workers leave quietly (pool.py),
+    and a file being fixed is the old one or the new one (fix/write.py)."""
+
+    @functools.wraps(command)
+    def guarded(*args: object, **kwargs: object) -> None:
+        try:
+            command(*args, **kwargs)
+        except (KeyboardInterrupt, Exception) as error:
+            if _raised_by_ctrl_c(error):
+                click.echo("error: interrupted", err=True)
+                sys.exit(EXIT_INTERRUPTED)
+            _fail(f"internal error in {command.__name__}: {type(error).__name__}: {error}")
+
+    return guarded
+
+
+def _raised_by_ctrl_c(error: BaseException | None) -> bool:
+    """The interrupt itself, or an error raised while it unwound the stack: libcst's own clean-up raises a KeyError
+    when Ctrl-C cuts its code generation short."""
+    while error is not None and not isinstance(error, KeyboardInterrupt):
+        error = error.__context__
+    return error is not None
+
+
+def _stdin_path(paths: tuple[str, ...], stdin_filename: str | None) -> str | None:
+    """The path stdin is checked as, as reported; None when stdin is not read."""
+    if stdin_filename is None and STDIN not in paths:
+        return None
+    if paths not in ((), (STDIN,)):
+        _fail("stdin ('-' or --stdin-filename) is checked alone: name no other path")
+    return display_path(stdin_filename or STDIN_NAME)
 
 
 def _warn(message: str) -> None:
@@ -74,10 +132,12 @@ def _load_selection(
     extend_select: tuple[str, ...],
     ignore: tuple[str, ...],
     preview: bool | None,
+    start: Path | None = None,
 ) -> tuple[Config, list[type[Rule]], list[str]]:
-    """The configuration, the rules it and the command line select, and the ignored selectors; raises ConfigError.
-    A preview rule named by its code while preview is off gets a warning, as in Ruff."""
-    config = nearest_config(config_path)
+    """The configuration (the nearest to `start`, by default the current folder), the rules it and the command line
+    select, and the ignored selectors; raises ConfigError. A preview rule named by its code while preview is off gets
+    a warning, as in Ruff."""
+    config = nearest_config(config_path, start)
     selection = selected_rules(config, _split(select) or None, _split(extend_select), _split(ignore), preview)
     for code in selection.preview_not_run:
         _warn(f"{code} is a preview rule; add --preview to run it")
@@ -105,6 +165,8 @@ def _load_selection(
 @click.option("--write-baseline", "write_baseline_path", type=click.Path(dir_okay=False), help="Record today's findings in this file and exit 0.")
 @click.option("--project-root", type=click.Path(file_okay=False), help="The folder whose files make up the project (default: the nearest folder with pyproject.toml, setup.py, setup.cfg or .git).")
 @click.option("--show-files", is_flag=True, help="List the files that would be checked, one per line, and check nothing.")
+@click.option("--stdin-filename", help="Check stdin (also read for the path `-`) as this file: its configuration, project and, with --force-exclude, exclusions; --fix prints the fixed source.")
+@_one_line_errors
 def check(
     paths: tuple[str, ...],
     output_format: str,
@@ -129,23 +191,31 @@ def check(
     write_baseline_path: str | None,
     project_root: str | None,
     show_files: bool,
+    stdin_filename: str | None,
 ) -> None:
     """Check PATHS (files or folders; the current folder by default)."""
+    _require_working_folder()
     if statistics and output_format not in ("text", "json"):
         _fail(f"--statistics works with --format text or json, not {output_format}")
+    stdin_path = _stdin_path(paths, stdin_filename)
     try:
-        config, rules, ignored = _load_selection(config_path, select, extend_select, ignore, preview)
+        start = Path(os.path.abspath(stdin_path)).parent if stdin_path else None  # stdin's configuration is its file's
+        config, rules, ignored = _load_selection(config_path, select, extend_select, ignore, preview, start)
         patterns = [*(_split(exclude) or config.exclude), *config.extend_exclude, *_split(extend_exclude)]
         excluder = Excluder(patterns, config.root, config.respect_gitignore if respect_gitignore is None else respect_gitignore)
         requested = paths or (".",)
-        named = existing_paths(requested, _warn)
-        files = discover(named, excluder, _warn, force_exclude)
+        if stdin_path is None:
+            named = existing_paths(requested, _warn)
+            files = discover(named, excluder, _warn, force_exclude)
+        else:
+            named = requested
+            files = [] if force_exclude and excluder.excludes(stdin_path) else [stdin_path]
     except (ConfigError, MissingPathError) as error:
         _fail(str(error))
     if project_root is not None and not os.path.isdir(project_root):
         _fail(f"{project_root}: --project-root is not a folder")
     settings = ProjectSettings(excluder, config.data_parallel, Path(project_root) if project_root else None, config.target)  # type: ignore[arg-type]
-    if not files:
+    if not files and not stdin_path:  # stdin left out by --force-exclude: nothing to say, as in Ruff
         _warn("no Python files found under the given paths")
     errors = len(requested) - len(named)  # a missing path: the others are reported, and the run exits 2
     if show_files:
@@ -155,7 +225,8 @@ def check(
     # Trees hold hundreds of thousands of objects, none in a cycle: at the collector's default pace it read the
     # whole heap again and again (a tenth of a cold run). What cycles there are, it still collects.
     gc.set_threshold(100_000, 20, 100)
-    run = check_paths([display_path(f) for f in files], rules, settings, config.root, not no_cache)
+    contents = {stdin_path: sys.stdin.buffer.read()} if stdin_path else {}
+    run = check_paths([display_path(f) for f in files], rules, settings, config.root, not no_cache, contents)
     results = run.results
     if fix or diff:
         from pitfall_lint.fix.session import fix_files  # libcst is loaded only when fixing
@@ -164,8 +235,12 @@ def check(
         errors += outcome.errors
         if diff:
             sys.exit(EXIT_ERROR if errors else EXIT_FINDINGS if outcome.changed_paths else EXIT_CLEAN)
+        if stdin_path:  # as Ruff does: the source, fixed or not, on stdout for the editor; the report on stderr
+            contents = {stdin_path: outcome.rewritten.get(stdin_path, contents[stdin_path])}
+            sys.stdout.buffer.write(contents[stdin_path])
+            sys.stdout.flush()
         # Every file is checked again: a rewrite in one file can change what the project tells another.
-        results = check_paths([r.path for r in results], rules, settings, config.root, not no_cache).results
+        results = check_paths([r.path for r in results], rules, settings, config.root, not no_cache, contents).results
     for result in results:
         if result.internal_error:
             errors += 1
@@ -191,7 +266,8 @@ def check(
             _fail(str(error))
         hidden, diagnostics = len(diagnostics) - len(fresh), fresh
     infos = [PARSE_ERROR, *(rule.info for rule in rules)]
-    color = output_file is None and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    stream = sys.stderr if stdin_path and fix else sys.stdout
+    color = output_file is None and stream.isatty() and "NO_COLOR" not in os.environ
     report = Report(
         diagnostics, infos, len(files), show_source=show_source, color=color, statistics=statistics,
         hidden_by_baseline=hidden, unsafe_fixes=unsafe_fixes,
@@ -203,7 +279,7 @@ def check(
         except OSError as error:
             _fail(f"{output_file}: cannot write: {error.strerror or error}")
     else:
-        writers()[output_format](report, sys.stdout)
+        writers()[output_format](report, stream)
     if errors:
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_FINDINGS if diagnostics and not exit_zero else EXIT_CLEAN)
@@ -269,6 +345,7 @@ def verify(
     from pitfall_lint.harness.report import write_json, write_text
     from pitfall_lint.harness.verify import HarnessError, VerifyOptions, verify as run_verify
 
+    _require_working_folder()
     if not os.path.lexists(path):
         _fail(f"{path}: no such file or directory")
     kind = special_kind(path)

@@ -3,6 +3,7 @@ against its own project (the files of several projects share one pool)."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import signal
@@ -10,6 +11,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TypeVar
 
 from pitfall_lint.engine import Engine, FileResult
+from pitfall_lint.interrupts import ctrl_c_held_back
 from pitfall_lint.project.model import ProjectModel
 from pitfall_lint.rules.base import Rule
 
@@ -23,7 +25,8 @@ T = TypeVar("T")
 
 def _start_worker(rules: Sequence[type[Rule]], projects: Projects) -> None:
     """The parent answers Ctrl-C and SIGTERM (it stops the pool); a worker inheriting `verify`'s SIGTERM handler
-    printed a KeyboardInterrupt traceback when the pool ended it."""
+    printed a KeyboardInterrupt traceback when the pool ended it. SIGINT comes blocked from the parent, which
+    holds Ctrl-C back while it starts the workers: once ignored here, one that waited is dropped."""
     global _worker
     gc.freeze()  # what the parent built (the project model) is never garbage here: no collection reads it again
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -63,7 +66,11 @@ def _map(
 
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-    with context.Pool(workers, initializer=_start_worker, initargs=(tuple(rules), projects)) as workers_pool:
+    with contextlib.ExitStack() as stack:  # the pool is stopped (its workers killed) whatever ends the run
+        # Ctrl-C waits while the workers start: the terminal sends it to every process of the group, and a worker
+        # it reached before it could ignore it printed a KeyboardInterrupt traceback.
+        with ctrl_c_held_back():
+            workers_pool = stack.enter_context(context.Pool(workers, initializer=_start_worker, initargs=(tuple(rules), projects)))
         # Small chunks keep every worker busy to the end, whatever the sizes of the files.
         yield from workers_pool.imap(function, paths, chunksize=8 if len(paths) > 16 * workers else 1)
 

@@ -23,9 +23,10 @@ def known_codes() -> list[str]:
     return [info.code for info in rule_infos()]
 
 
-def nearest_config(config_path: str | None) -> Config:
-    """The given pyproject.toml, else the nearest one from the current folder; raises ConfigError."""
-    source = Path(config_path) if config_path else find_pyproject(Path.cwd())
+def nearest_config(config_path: str | None, start: Path | None = None) -> Config:
+    """The given pyproject.toml, else the nearest one from `start` (the current folder by default); raises
+    ConfigError."""
+    source = Path(config_path) if config_path else find_pyproject(start or Path.cwd())
     return load_config(source, known_codes())
 
 

@@ -254,3 +254,31 @@ def test_verify_and_config_refuse_a_named_pipe(tmp_path: Path) -> None:
             [sys.executable, "-m", "pitfall_lint", *args], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False
         )
         assert (result.returncode, result.stderr) == (2, message + "\n")
+
+
+@pytest.mark.parametrize("command", ["check", "verify"])
+def test_a_deleted_current_folder_is_a_one_line_error(tmp_path: Path, command: str) -> None:
+    (tmp_path / "train.py").write_text(BAD_SAVE)
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    # The shell enters the folder, then removes it: the command starts in a folder that no longer exists.
+    result = subprocess.run(
+        ["sh", "-c", 'cd "$0" && rmdir "$0" && exec "$@"', str(gone), sys.executable, "-m", "pitfall_lint", command, str(tmp_path / "train.py")],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == "error: the current folder no longer exists (it was deleted); cd into one that does\n"
+
+
+def test_a_bug_of_ours_in_check_is_a_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pitfall_lint import cli
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("the model lost a file")
+
+    (tmp_path / "train.py").write_text(BAD_SAVE)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli, "check_paths", broken)
+    result = CliRunner().invoke(main, ["check", "train.py"], catch_exceptions=False)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == "error: internal error in check: RuntimeError: the model lost a file\n"

@@ -244,3 +244,30 @@ def test_explain_unknown_rule() -> None:
     result = run("explain", "PFL999")
     assert result.exit_code == 2
     assert result.stderr == "error: unknown rule 'PFL999'; `pitfall-lint rules` lists them\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "command"),
+    [(["chek"], "check"), (["verfy", "train.py"], "verify"), (["rule"], "rules"), (["explian", "PFL101"], "explain")],
+)
+def test_a_misspelt_command_is_named_not_checked_as_a_path(project: Path, args: list[str], command: str) -> None:
+    result = run(*args)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == f"error: unknown command '{args[0]}'; did you mean '{command}'?\n"
+
+
+def test_a_word_that_names_a_file_or_is_far_from_every_command_is_a_path(project: Path) -> None:
+    assert run("chek").stderr == "error: unknown command 'chek'; did you mean 'check'?\n"
+    (project / "chek").write_text("#!/usr/bin/env python\nimport torch\n")  # a script: named, it is checked as Python
+    result = run("chek")
+    assert (result.exit_code, result.stderr, result.stdout) == (0, "", "All checks passed! (1 file checked)\n")
+    result = run("train")
+    assert (result.exit_code, result.stderr) == (2, "error: train: no such file or directory\n")
+
+
+@pytest.mark.parametrize(("args", "usage"), [(["help"], "[OPTIONS] COMMAND [ARGS]..."), (["help", "check"], "check [OPTIONS] [PATHS]...")])
+def test_help_shows_the_help_of_the_program_or_of_the_command(project: Path, args: list[str], usage: str) -> None:
+    result = run(*args)
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert result.stdout.splitlines()[0] == f"Usage: main {usage}"  # the test runner calls the program `main`
+    assert result.stdout == run(*args[1:], "--help").stdout

@@ -458,6 +458,21 @@ def test_fix_writes_reports_what_is_left_and_keeps_the_mode(tmp_path: Path) -> N
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]  # no temporary file left
 
 
+def test_a_file_its_user_may_not_write_is_left_alone(tmp_path: Path) -> None:
+    """As root too, whom the kernel lets write anything: a file without its owner's write bit was protected on
+    purpose, and the rename that replaces it needs only the folder's permission."""
+    target = tmp_path / "train.py"
+    target.write_bytes(fixture("PFL301").read_bytes())
+    target.chmod(0o444)
+    result = run("check", "--no-cache", "--fix", "train.py", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr == "error: train.py: cannot fix: Permission denied\nFixed 0 findings in 0 files.\n"
+    assert result.stdout.startswith("train.py:16:1: PFL301 ")
+    assert target.read_bytes() == fixture("PFL301").read_bytes()
+    assert stat.S_IMODE(target.stat().st_mode) == 0o444
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]
+
+
 def test_diff_prints_the_patch_and_writes_nothing(tmp_path: Path) -> None:
     target = tmp_path / "train.py"
     target.write_bytes(fixture("PFL201").read_bytes())

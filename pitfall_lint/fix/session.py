@@ -23,6 +23,15 @@ class FixOutcome:
     changed_paths: list[str] = field(default_factory=list)
     fixed: int = 0
     errors: int = 0
+    rewritten: dict[str, bytes] = field(default_factory=dict)  # the fixed sources of the run's contents (stdin), unwritten
+
+
+def _source(run: CheckRun, path: str) -> bytes:
+    """What the check read: the content that stood in for the file (stdin), else the file."""
+    if path in run.contents:
+        return run.contents[path]
+    with open(path, "rb") as handle:
+        return handle.read()
 
 
 def _diff(path: str, before: bytes, after: bytes) -> bytes:
@@ -45,8 +54,7 @@ def fix_files(
         if not any(applies(fix, unsafe) for fix in fixes):
             continue
         try:
-            with open(result.path, "rb") as handle:
-                data = handle.read()
+            data = _source(run, result.path)
             rules_here = [r for r in rules if not matches(r.info.code, skipped)]
             fixed = fix_source(result.path, data, rules_here, unsafe, run.projects.get(result.path))
             if not fixed.applied:
@@ -54,6 +62,8 @@ def fix_files(
             if diff:
                 sys.stdout.buffer.write(_diff(result.path, data, fixed.fixed))
                 sys.stdout.flush()
+            elif result.path in run.contents:
+                outcome.rewritten[result.path] = fixed.fixed
             else:
                 replace_if_unchanged(result.path, data, fixed.fixed)
         except ChangedOnDisk:
