@@ -136,7 +136,7 @@ def test_fix_prints_the_fixed_source_and_reports_on_stderr(project: Path) -> Non
     assert (result.exit_code, result.stdout_bytes) == (1, source)
     assert result.stderr.splitlines()[0] == "Fixed 0 findings in 0 files."
     assert result.stderr.splitlines()[1].startswith("train.py:10:13: PFL106 ")
-    assert result.stderr.splitlines()[-1] == "Found 3 diagnostics in 1 of 1 files checked."
+    assert result.stderr.splitlines()[-1] == "Found 3 diagnostics in 1 of 1 file checked."
     result = check("--no-cache", "--diff", "--stdin-filename", "launch.py", stdin=SPAWN)
     assert result.exit_code == 1
     assert result.stdout.startswith("--- a/launch.py\n+++ b/launch.py\n@@ ")
