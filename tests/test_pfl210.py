@@ -22,22 +22,26 @@ CASES = {
         def setup(net):
             ddp = DDP(net)
             ddp.half()  # expect: PFL210
+            return ddp
     """,
     "cast-the-inner-model-and-through-module": """
         def setup(net):
             ddp = DDP(net)
             net.to(torch.bfloat16)  # expect: PFL210
             ddp.module.double()  # expect: PFL210
+            return ddp
     """,
     "cast-chained-on-the-wrap": """
         def setup(net):
             model = DDP(net).to(dtype=torch.float16)  # expect: PFL210
+            return model
     """,
     "move-a-model-built-on-the-cpu": """
         def setup(device):
             model = nn.Linear(4, 4)
             model = DDP(model)
             model.cuda()  # expect: PFL210
+            return model
     """,
     "device-ids-for-a-cpu-model": """
         def setup(rank):
@@ -58,6 +62,7 @@ CASES = {
             ddp = DDP(net)
             ddp.module.head = nn.Linear(4, 2)  # expect: PFL210
             net.add_module("extra", nn.Linear(4, 4))  # expect: PFL210
+            return ddp
     """,
     "freeze-after-wrapping": """
         def setup(net):
@@ -66,13 +71,100 @@ CASES = {
                 p.requires_grad = False
             net.head.requires_grad_(False)  # expect: PFL210
             net.bias.requires_grad = False  # expect: PFL210
+            return ddp
     """,
     "sync-batchnorm-after-wrapping": """
         def setup(net):
             ddp = DDP(net)
             nn.SyncBatchNorm.convert_sync_batchnorm(net)  # expect: PFL210
+            return ddp
+    """,
+    "freeze-everything-then-unfreeze-a-part": """
+        def finetune(net, loader):
+            ddp = DDP(net)
+            for p in ddp.parameters():  # expect: PFL210
+                p.requires_grad = False
+            ddp.module.head.requires_grad_(True)
+            for x in loader:
+                ddp(x).sum().backward()
+    """,
+    "freeze-some-parameters-of-a-trained-wrapper": """
+        def train(net, loader):
+            ddp = DDP(net)
+            for name, p in ddp.named_parameters():  # expect: PFL210
+                if name.startswith("backbone"):
+                    p.requires_grad = False
+            for x in loader:
+                ddp(x).sum().backward()
     """,
     # Fine.
+    "a-frozen-teacher-wrapped-for-sync-batchnorm": """
+        def main(student, teacher, gpu, train_one_epoch):
+            student, teacher = student.cuda(), teacher.cuda()
+            teacher = nn.SyncBatchNorm.convert_sync_batchnorm(teacher)
+            teacher = nn.parallel.DistributedDataParallel(teacher, device_ids=[gpu])
+            teacher_without_ddp = teacher.module
+            student = nn.parallel.DistributedDataParallel(student, device_ids=[gpu])
+            teacher_without_ddp.load_state_dict(student.module.state_dict())
+            for p in teacher.parameters():
+                p.requires_grad = False
+            train_one_epoch(student, teacher)
+    """,
+    "frozen-whole-through-the-wrapper-or-its-module": """
+        def main(student, teacher, ema, train):
+            teacher = DDP(teacher)
+            teacher.requires_grad_(False)
+            ema = DDP(ema)
+            for p in ema.module.parameters():
+                p.requires_grad_(False)
+            train(DDP(student), teacher, ema)
+    """,
+    "a-gan-discriminator-switched-off-and-on-between-phases": """
+        def train(netG, netD, loader):
+            netD = DDP(netD)
+            netG = DDP(netG)
+            for real in loader:
+                for p in netD.parameters():
+                    p.requires_grad = True
+                lossD = netD(netG(real).detach()).mean() - netD(real).mean()
+                lossD.backward()
+                for p in netD.parameters():
+                    p.requires_grad = False
+                lossG = -netD(netG(real)).mean()
+                lossG.backward()
+    """,
+    "a-partly-frozen-teacher-run-without-grad-or-detached": """
+        def distill(student, teacher, critic, loader):
+            teacher = DDP(teacher)
+            for p in teacher.module.backbone.parameters():
+                p.requires_grad = False
+            critic = DDP(critic)
+            critic.module.head.requires_grad_(False)
+            student = DDP(student)
+            for x in loader:
+                with torch.no_grad():
+                    target = teacher(x)
+                score = critic(x).detach()
+                loss = (student(x) - target).pow(2).mean() * score
+                loss.backward()
+    """,
+    "cast-and-moved-off-the-device-once-training-is-over": """
+        def main(rank, loader):
+            model = DDP(nn.Linear(4, 4).to(rank), device_ids=[rank])
+            for x in loader:
+                model(x).sum().backward()
+            model.half()
+            model.cpu()
+            if dist.get_rank() == 0:
+                torch.save(model.module.state_dict(), "final.pt")
+    """,
+    "module-requires-grad-attribute-freezes-nothing": """
+        def train(net, loader):
+            ddp = DDP(net)
+            ddp.requires_grad = False
+            for x in loader:
+                ddp(x).sum().backward()
+    """,
     "moved-and-cast-before-wrapping": """
         def setup(device, rank):
             model = nn.Linear(4, 4).to(device)
@@ -138,3 +230,23 @@ CASES = {
 @pytest.mark.parametrize("name", CASES)
 def test_case(name: str) -> None:
     assert_marks(SETUP + dedent(CASES[name]))
+
+
+def messages(body: str) -> list[tuple[int, str]]:
+    from pitfall_lint.engine import Engine
+    from pitfall_lint.rules import all_rules
+
+    text = SETUP + dedent(body)
+    result = Engine([r for r in all_rules() if r.info.code == "PFL210"]).check_source("example.py", text.encode())
+    return [(d.line, d.message) for d in result.diagnostics]
+
+
+def test_the_message_for_a_whole_model_frozen_then_partly_unfrozen() -> None:
+    assert messages(CASES["freeze-everything-then-unfreeze-a-part"]) == [
+        (
+            10,
+            "freezes `ddp` after DistributedDataParallel wrapped it (line 9), and line 12 unfreezes only `ddp.module.head`: "
+            "DDP waits for the gradients of the parameters left frozen and fails at the next iteration with \"Expected to "
+            "have finished reduction in the prior iteration before starting a new one\"; freeze and unfreeze before wrapping",
+        )
+    ]

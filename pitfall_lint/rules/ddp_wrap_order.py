@@ -11,6 +11,7 @@ from pitfall_lint.analysis.modules import creates_parameters
 from pitfall_lint.analysis.ranks import ancestors_of
 from pitfall_lint.analysis.scopes import FUNCTIONS, local_value, position_in_block
 from pitfall_lint.analysis.training import dotted, walk_same_scope
+from pitfall_lint.analysis.wrapper_backward import GradSwitch, covers_model, grad_switches, may_train_after, own_nodes
 from pitfall_lint.analysis.wrappers import WrapBinding, wrap_bindings
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import Rule
@@ -23,22 +24,6 @@ _PLACERS = frozenset({"to", "cuda", "to_empty", "xpu", "npu", "mps"})
 _CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
 _CONVERTERS = frozenset({"convert_sync_batchnorm"})
 
-
-def _own_nodes(statement: ast.stmt) -> list[ast.AST]:
-    """The nodes a statement evaluates itself: a compound statement's header, not the statements it holds."""
-    if isinstance(statement, (ast.If, ast.While)):
-        return list(ast.walk(statement.test))
-    if isinstance(statement, (ast.For, ast.AsyncFor)):
-        return list(ast.walk(statement.iter))
-    if isinstance(statement, (ast.With, ast.AsyncWith)):
-        return [n for item in statement.items for n in ast.walk(item.context_expr)]
-    if isinstance(statement, (ast.Try, ast.Match, *FUNCTIONS, ast.ClassDef)):
-        return []
-    return list(ast.walk(statement))
-
-
-def _is_false(node: ast.AST | None) -> bool:
-    return isinstance(node, ast.Constant) and node.value is False
 
 
 class DdpWrapOrder(Rule):
@@ -55,6 +40,9 @@ class DdpWrapOrder(Rule):
 
     def visit(self, node: ast.AST) -> None:
         bindings = wrap_bindings(self.ctx, node)
+        if not bindings:
+            return
+        chain = [*ancestors_of(self.ctx, node), node]
         last_wrap_of: dict[str, int] = {}
         for binding in bindings:
             if binding.inner:
@@ -71,9 +59,11 @@ class DdpWrapOrder(Rule):
                         names.discard(f"{name}.module")
                 if not names:
                     break
-                for problem, culprit in self._changes(statement, names, binding):
+                for kind, problem, culprit in self._changes(statement, names, binding, node):
                     if any(last_wrap_of.get(name, 0) > culprit.lineno for name in names):
                         continue  # wrapped again after the change: that is the fix
+                    if not may_train_after(self.ctx, binding, chain, statement):
+                        continue  # no backward can reach the wrapper after the change: nothing to wait for or drift
                     self.report(culprit, problem)
 
     def _following(self, statement: ast.stmt, scope: ast.AST) -> Iterator[ast.stmt]:
@@ -99,20 +89,21 @@ class DdpWrapOrder(Rule):
         targets = statement.targets if isinstance(statement, ast.Assign) else [getattr(statement, "target", None)]
         return name is not None and any(dotted(t) == name for t in targets if t is not None)
 
-    def _changes(self, statement: ast.stmt, names: set[str], binding: WrapBinding) -> list[tuple[str, ast.AST]]:
-        """(message, node) for each move, cast or edit of the wrapped model in the statement."""
-        found: list[tuple[str, ast.AST]] = []
+    def _changes(self, statement: ast.stmt, names: set[str], binding: WrapBinding, scope: ast.AST) -> list[tuple[str, str, ast.AST]]:
+        """(kind, message, node) for each move, cast, freeze or edit of the wrapped model in the statement."""
+        found: list[tuple[str, str, ast.AST]] = []
         line = binding.call.lineno
-        if isinstance(statement, (ast.For, ast.AsyncFor)) and not self._tolerates_unused(binding):
-            frozen = self._frozen_in_loop(statement, names)
-            if frozen:
-                found.append((self._freeze_message(frozen, line), statement))
-        for node in _own_nodes(statement):
+        if statement is not binding.statement:
+            for switch in grad_switches(statement):
+                problem = self._freeze_problem(switch, names, binding, scope)
+                if problem is not None:
+                    found.append(("freeze", problem, switch.node))
+        for node in own_nodes(statement):
             if statement is binding.statement and not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.value is binding.call):
                 continue  # the wrap itself: only what is called on its result comes after it
             if isinstance(node, ast.Call) and (self.ctx.qualified_name(node.func) or "").rpartition(".")[2] in _CONVERTERS:
                 if any(self._is_the_model(dotted(a) or "", names) for a in node.args):
-                    found.append((self._edit_message("`convert_sync_batchnorm(...)`", line), node))
+                    found.append(("edit", self._edit_message("`convert_sync_batchnorm(...)`", line), node))
                 continue
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 receiver = node.func.value
@@ -122,11 +113,11 @@ class DdpWrapOrder(Rule):
                     continue
                 if not wrapped_here and not self._is_the_model(spelled, names):  # type: ignore[arg-type]
                     continue
-                method = node.func.attr
                 shown = snippet(node)
                 what = "the model" if wrapped_here else f"`{spelled}`"
                 if self._casts(node):
                     found.append((
+                        "cast",
                         f"`{shown}` casts {what} after DistributedDataParallel wrapped it (line {line}): DDP keeps all-reducing "
                         "the parameters it registered then, not the cast ones, so the ranks drift apart without an error; "
                         "cast the model before wrapping it",
@@ -134,26 +125,46 @@ class DdpWrapOrder(Rule):
                     ))
                 elif self._moves(node) and not self._moved_before(binding):
                     found.append((
+                        "move",
                         f"`{shown}` moves {what} after DistributedDataParallel wrapped it on the CPU (line {line}): DDP keeps "
                         "all-reducing the parameters it registered then, not the moved ones, so the ranks drift apart without "
                         "an error; move the model first, then wrap it (`DDP(model.to(device), device_ids=[local_rank])`)",
                         node,
                     ))
-                elif method in _EDITS:
-                    found.append((self._edit_message(f"`{shown}`", line), node))
-                elif method == "requires_grad_" and self._freezes(node) and not self._tolerates_unused(binding):
-                    found.append((self._freeze_message(spelled or "the model", line), node))
+                elif node.func.attr in _EDITS:
+                    found.append(("edit", self._edit_message(f"`{shown}`", line), node))
         if isinstance(statement, (ast.Assign, ast.AnnAssign)):
             targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
             for target in targets:
                 spelled = dotted(target.value) if isinstance(target, ast.Attribute) else None
                 if spelled is None or not self._is_the_model(spelled, names):
                     continue
-                if target.attr == "requires_grad" and _is_false(statement.value) and not self._tolerates_unused(binding):  # type: ignore[union-attr]
-                    found.append((self._freeze_message(spelled, line), statement))
-                elif isinstance(statement.value, ast.Call) and self._builds_module(statement.value):
-                    found.append((self._edit_message(f"`{ast.unparse(target)} = ...`", line), statement))
+                if target.attr != "requires_grad" and isinstance(statement.value, ast.Call) and self._builds_module(statement.value):  # type: ignore[union-attr]
+                    found.append(("edit", self._edit_message(f"`{ast.unparse(target)} = ...`", line), statement))
         return found
+
+    def _freeze_problem(self, switch: GradSwitch, names: set[str], binding: WrapBinding, scope: ast.AST) -> str | None:
+        """A freeze that leaves DDP waiting: of a part of the model (DDP waits for the part's gradients while the
+        rest's arrive); of the whole model only when a part is unfrozen later. Freezing every parameter, or turning
+        them all off and on again (a GAN's discriminator between phases), lets no hook fire or fires them all."""
+        if switch.on is not False or not self._is_the_model(switch.receiver, names) or self._tolerates_unused(binding):
+            return None
+        line = binding.call.lineno
+        if switch.on_tensor and switch.receiver in names:
+            return None  # `model.requires_grad = False` sets a plain attribute of the module: it freezes nothing
+        if not covers_model(switch, binding):
+            return self._freeze_message(switch.receiver, line)
+        statement = switch.node if isinstance(switch.node, ast.stmt) else next(a for a in reversed(ancestors_of(self.ctx, switch.node)) if isinstance(a, ast.stmt))
+        for later in self._following(statement, scope):
+            for unfrozen in grad_switches(later):
+                if unfrozen.on is not False and self._is_the_model(unfrozen.receiver, names) and not covers_model(unfrozen, binding):
+                    return (
+                        f"freezes `{switch.receiver}` after DistributedDataParallel wrapped it (line {line}), and line "
+                        f"{unfrozen.node.lineno} unfreezes only `{unfrozen.receiver}`: DDP waits for the gradients of the "
+                        "parameters left frozen and fails at the next iteration with \"Expected to have finished reduction "
+                        "in the prior iteration before starting a new one\"; freeze and unfreeze before wrapping"
+                    )
+        return None
 
     @staticmethod
     def _is_the_model(spelled: str, names: set[str]) -> bool:
@@ -248,23 +259,6 @@ class DdpWrapOrder(Rule):
             return all(isinstance(p, ast.Call) and self._freshly_built(p, ancestors) for p in parts)
         return True
 
-    def _freezes(self, call: ast.Call) -> bool:
-        value = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "requires_grad"), None)
-        return _is_false(value)
-
-    def _frozen_in_loop(self, loop: ast.For | ast.AsyncFor, names: set[str]) -> str | None:
-        """`for p in model.backbone.parameters(): p.requires_grad = False`: the part of the model it freezes."""
-        iterated = loop.iter.func.value if isinstance(loop.iter, ast.Call) and isinstance(loop.iter.func, ast.Attribute) else None
-        spelled = dotted(iterated) if iterated is not None else None
-        if spelled is None or not self._is_the_model(spelled, names):
-            return None
-        for node in ast.walk(loop):
-            if isinstance(node, ast.Assign) and _is_false(node.value) and any(isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in node.targets):
-                return spelled
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "requires_grad_" and self._freezes(node):
-                return spelled
-        return None
-
     def _builds_module(self, call: ast.Call) -> bool:
         qualified = self.ctx.qualified_name(call.func)
         built = creates_parameters(qualified, call)
@@ -275,7 +269,10 @@ class DdpWrapOrder(Rule):
     @staticmethod
     def _tolerates_unused(binding: WrapBinding) -> bool:
         """`find_unused_parameters=True` (or `static_graph=True`) marks parameters without a gradient ready."""
-        return any(k.arg in ("find_unused_parameters", "static_graph", None) and not _is_false(k.value) for k in binding.call.keywords)
+        return any(
+            k.arg in ("find_unused_parameters", "static_graph", None) and not (isinstance(k.value, ast.Constant) and k.value.value is False)
+            for k in binding.call.keywords
+        )
 
     @staticmethod
     def _freeze_message(spelled: str, line: int) -> str:
