@@ -79,6 +79,47 @@ CASES = {
             nn.SyncBatchNorm.convert_sync_batchnorm(net)  # expect: PFL210
             return ddp
     """,
+    "move-off-the-device-and-back-under-a-condition": """
+        def run(rank, move_model_to_cpu_and_back):
+            model = nn.Linear(10, 5).to(rank)
+            ddp_model = DDP(model, device_ids=[rank])
+            if move_model_to_cpu_and_back:
+                ddp_model.cpu()  # expect: PFL210
+                ddp_model.cuda(rank)
+            loss = ddp_model(torch.randn(20, 10).to(rank)).sum()
+            loss.backward()
+    """,
+    "move-off-the-device-a-model-given-as-a-parameter": """
+        def train(rank, model, loader):
+            model = model.to(rank)
+            ddp_model = DDP(model, device_ids=[rank])
+            ddp_model.module.to("cpu")  # expect: PFL210
+            ddp_model.cuda(rank)
+            for data in loader:
+                ddp_model(data).sum().backward()
+    """,
+    "move-off-the-device-inside-the-training-loop": """
+        def train(rank, loader):
+            ddp_model = DDP(nn.Linear(10, 5).to(rank))
+            for data in loader:
+                outputs = ddp_model(data)
+                snapshot = ddp_model.to(torch.device("cpu")).state_dict()  # expect: PFL210
+                ddp_model.to(rank)
+                outputs.sum().backward()
+    """,
+    "move-onto-the-device-right-after-wrapping-a-parameter": """
+        def setup(model, local_rank):
+            model = DDP(model)
+            model.cuda(local_rank)  # expect: PFL210
+            return model
+    """,
+    "move-onto-the-gpu-after-a-wrap-with-device-ids": """
+        def setup(build, local_rank):
+            model = build()
+            model = DDP(model, device_ids=[local_rank])
+            model.cuda(local_rank)  # expect: PFL210
+            return model
+    """,
     "freeze-everything-then-unfreeze-a-part": """
         def finetune(net, loader):
             ddp = DDP(net)
@@ -165,6 +206,15 @@ CASES = {
             for x in loader:
                 ddp(x).sum().backward()
     """,
+    "moved-back-onto-the-device-it-was-wrapped-on": """
+        def train(rank, loader):
+            model = nn.Linear(4, 4)
+            model.cuda(rank)
+            model = DDP(model)
+            model.cuda(rank)
+            for x in loader:
+                model(x).sum().backward()
+    """,
     "moved-and-cast-before-wrapping": """
         def setup(device, rank):
             model = nn.Linear(4, 4).to(device)
@@ -249,4 +299,49 @@ def test_the_message_for_a_whole_model_frozen_then_partly_unfrozen() -> None:
             "DDP waits for the gradients of the parameters left frozen and fails at the next iteration with \"Expected to "
             "have finished reduction in the prior iteration before starting a new one\"; freeze and unfreeze before wrapping",
         )
+    ]
+
+
+def test_the_messages_for_moves_and_casts_name_what_is_lost() -> None:
+    lost = (
+        "gives each parameter a new gradient accumulator, and DDP's all-reduce hooks stay on the old ones, so no gradient "
+        "is averaged any more and the ranks drift apart without an error"
+    )
+    assert messages(CASES["move-off-the-device-and-back-under-a-condition"]) == [
+        (
+            12,
+            "`ddp_model.cpu()` moves `ddp_model` off its device after DistributedDataParallel wrapped it (line 10): the move "
+            "gives each parameter a new gradient accumulator, and DDP's all-reduce hooks stay on the old ones (moving back "
+            "does not bring them back), so no gradient is averaged any more and the ranks drift apart without an error "
+            "(pytorch/pytorch#104336); copy the weights instead (`{k: v.cpu() for k, v in model.state_dict().items()}`), or "
+            "wrap the model again once it is back",
+        )
+    ]
+    assert messages(CASES["move-onto-the-device-right-after-wrapping-a-parameter"]) == [
+        (
+            10,
+            "`model.cuda(local_rank)` moves `model` onto its device only after DistributedDataParallel wrapped it (line 9), "
+            f"and nothing here placed it before: for a model still on the CPU the move {lost}; move the model first, then "
+            "wrap it (`DDP(model.to(device), device_ids=[local_rank])`)",
+        )
+    ]
+    assert messages(CASES["move-onto-the-gpu-after-a-wrap-with-device-ids"]) == [
+        (
+            11,
+            "`model.cuda(local_rank)` moves `model` onto its GPU only after DistributedDataParallel wrapped it with "
+            "`device_ids` (line 10), and nothing here placed it before: for a model still on the CPU the wrap raises "
+            "\"ValueError: DistributedDataParallel device_ids and output_device arguments only work with single-device/"
+            "multiple-device GPU modules or CPU modules\"; move the model first, then wrap it "
+            "(`DDP(model.to(device), device_ids=[local_rank])`)",
+        )
+    ]
+    assert messages(CASES["move-a-model-built-on-the-cpu"]) == [
+        (
+            11,
+            "`model.cuda()` moves `model` onto its device only after DistributedDataParallel wrapped it on the CPU (line 10): "
+            f"the move {lost}; move the model first, then wrap it (`DDP(model.to(device), device_ids=[local_rank])`)",
+        )
+    ]
+    assert messages(CASES["cast-the-wrapper"]) == [
+        (10, f"`ddp.half()` casts `ddp` after DistributedDataParallel wrapped it (line 9): the cast {lost}; cast the model before wrapping it")
     ]
