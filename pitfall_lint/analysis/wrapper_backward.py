@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from pitfall_lint.analysis.scopes import FUNCTIONS
 from pitfall_lint.analysis.training import LOOPS, dotted, runs_without_grad
-from pitfall_lint.analysis.wrappers import WrapBinding
+from pitfall_lint.analysis.wrappers import WrapBinding, wrap_bindings
 from pitfall_lint.context import FileContext
 
 _PARAMETER_LISTS = frozenset({"parameters", "named_parameters"})
@@ -275,3 +275,13 @@ def may_train_after(ctx: FileContext, binding: WrapBinding, chain: Sequence[ast.
             return True
     return False
 
+
+def wrap_takes_part_in_backward(ctx: FileContext, call: ast.Call, ancestors: Sequence[ast.AST]) -> bool:
+    """`takes_part_in_backward` for the wrap that `call` makes (ancestors: the call's), True when it is not bound
+    to a name (`return DDP(model)`)."""
+    index = next((i for i in range(len(ancestors) - 1, -1, -1) if isinstance(ancestors[i], FUNCTIONS)), None)
+    chain = list(ancestors[: index + 1]) if index is not None else list(ancestors[:1])
+    if not chain:
+        return True
+    binding = next((b for b in wrap_bindings(ctx, chain[-1]) if b.call is call), None)
+    return binding is None or takes_part_in_backward(ctx, binding, chain)
