@@ -3,11 +3,13 @@ and every way a submodule is used that must not be taken for unused."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from textwrap import dedent
 
 import pytest
 
-from marks import assert_marks
+from marks import assert_marks, expected
 
 HEAD = """
 import torch
@@ -319,3 +321,116 @@ def test_wrapped_through_a_builder_and_the_message() -> None:
     assert diagnostic.message.startswith(
         "`self.unused` holds parameters that `forward` never uses (wrapped by DistributedDataParallel at line 19): "
     )
+
+
+UNUSED_HEAD = """
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+            self.head = nn.Linear(4, 4)  # expect: PFL205
+        def forward(self, x):
+            return self.fc(x)
+"""
+# Wraps whose wrapper never takes part in a backward: DDP never waits for a gradient of theirs.
+NEVER_IN_A_BACKWARD = {
+    "a-teacher-frozen-as-a-whole-after-the-wrap": """
+def main(train, has_batchnorms):
+    dist.init_process_group("gloo")
+    teacher = Net()
+    if has_batchnorms:
+        teacher = DDP(teacher)
+        teacher_without_ddp = teacher.module
+    else:
+        teacher_without_ddp = teacher
+    for p in teacher.parameters():
+        p.requires_grad = False
+    train(teacher, teacher_without_ddp)
+""",
+    "a-teacher-frozen-through-its-module": """
+def main(train):
+    dist.init_process_group("gloo")
+    teacher = DDP(Net())
+    teacher.module.requires_grad_(False)
+    train(teacher)
+""",
+    "a-wrapper-run-only-without-grad-or-detached": """
+def main(loader):
+    dist.init_process_group("gloo")
+    model = DDP(Net())
+    for x in loader:
+        with torch.no_grad():
+            target = model(x)
+        score = model(x).detach()
+""",
+}
+
+
+@pytest.mark.parametrize("wrap", NEVER_IN_A_BACKWARD.values(), ids=NEVER_IN_A_BACKWARD)
+def test_not_reported_for_a_wrapper_that_never_takes_part_in_a_backward(wrap: str) -> None:
+    assert_marks(source(UNUSED_HEAD.replace("  # expect: PFL205", ""), wrap))
+
+
+TAKES_PART_IN_A_BACKWARD = {
+    "a-frozen-teacher-beside-a-trained-student-of-the-same-class": """
+def main(loader):
+    dist.init_process_group("gloo")
+    student = DDP(Net())
+    teacher = DDP(Net())
+    teacher.requires_grad_(False)
+    for x in loader:
+        loss = (student(x) - teacher(x)).pow(2).mean()
+        loss.backward()
+""",
+    "frozen-after-a-forward-with-grad": """
+def main(x):
+    dist.init_process_group("gloo")
+    model = DDP(Net())
+    model(x).sum().backward()
+    model.requires_grad_(False)
+""",
+    "frozen-then-unfrozen-between-phases": """
+def main(loader, generator):
+    dist.init_process_group("gloo")
+    critic = DDP(Net())
+    critic.requires_grad_(False)
+    for x in loader:
+        critic.requires_grad_(True)
+        critic(x).mean().backward()
+        critic.requires_grad_(False)
+        critic(generator(x)).mean().backward()
+""",
+    "run-without-grad-and-handed-to-a-trainer": """
+def main(x, train):
+    dist.init_process_group("gloo")
+    model = DDP(Net())
+    with torch.no_grad():
+        model(x)
+    train(model)
+""",
+}
+
+
+@pytest.mark.parametrize("wrap", TAKES_PART_IN_A_BACKWARD.values(), ids=TAKES_PART_IN_A_BACKWARD)
+def test_reported_for_a_wrapper_that_may_take_part_in_a_backward(wrap: str) -> None:
+    assert_marks(source(UNUSED_HEAD, wrap))
+
+
+def test_a_frozen_teacher_wrapped_in_another_file_is_not_reported(tmp_path: Path) -> None:
+    """The wrap's file tells the project whether its wrapper takes part in a backward."""
+    from click.testing import CliRunner
+
+    from pitfall_lint.cli import main
+
+    models = HEAD + dedent(UNUSED_HEAD)
+    (tmp_path / "models.py").write_text(models)
+    wraps = {
+        "frozen": NEVER_IN_A_BACKWARD["a-teacher-frozen-as-a-whole-after-the-wrap"],
+        "trained": TAKES_PART_IN_A_BACKWARD["frozen-after-a-forward-with-grad"],
+    }
+    found = {}
+    for name, wrap in wraps.items():
+        (tmp_path / "train.py").write_text(HEAD + "from models import Net\n" + wrap)
+        result = CliRunner().invoke(main, ["check", "--no-cache", "--select", "PFL205", "--format", "json", str(tmp_path)])
+        found[name] = (result.exit_code, {(Path(d["path"]).name, d["code"], d["line"]) for d in json.loads(result.stdout)["diagnostics"]})
+    assert found == {"frozen": (0, set()), "trained": (1, {("models.py", code, line) for code, line in expected(models)})}

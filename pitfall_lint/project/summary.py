@@ -19,11 +19,12 @@ from pitfall_lint.analysis.distributed import SETUP_NODES, SPAWNERS, may_set_up_
 from pitfall_lint.analysis.modules import creates_parameters, method_kind, same_module
 from pitfall_lint.analysis.ranks import depends_on_rank, is_locally_restricted
 from pitfall_lint.analysis.scopes import FUNCTIONS, decorator_names, definition_name, enclosing_function, local_value, scope_path, self_name
+from pitfall_lint.analysis.wrapper_backward import wrap_takes_part_in_backward
 from pitfall_lint.analysis.wrappers import checkpoint_key, saved_wrapper_states
 from pitfall_lint.context import FileContext
 from pitfall_lint.traversal import Handler, traverse
 
-FORMAT = 7  # bump when a field changes: cached summaries of another format are computed afresh
+FORMAT = 8  # bump when a field changes: cached summaries of another format are computed afresh
 
 UNKNOWN = "?"  # a wrapped or returned module whose class cannot be told from the source
 _DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.data_parallel"})
@@ -83,7 +84,9 @@ class WrapSite:
     caller: str
     splits_batch: bool  # DataParallel scatters along dim 0
     column: int  # of the call, which tells apart two wraps on one line (`DP(a()) if fast else DP(b())`)
-    options: tuple[tuple[str, str], ...]  # DDP's find_unused_parameters / static_graph: "True", "False" or "?" (computed)
+    # DDP's find_unused_parameters / static_graph: "True", "False" or "?" (computed); and ("backward", "False") for a
+    # wrapper that never takes part in a backward (frozen as a whole, or run without grad): DDP never waits for it.
+    options: tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -395,6 +398,8 @@ class _Builder:
             target = _keyword(node, "module") or (node.args[0] if node.args else None)
             kind = _OTHER_WRAPPERS[qualified]
             options = wrap_options(node) if kind == "DistributedDataParallel" else ()
+            if kind == "DistributedDataParallel" and not wrap_takes_part_in_backward(ctx, node, ancestors):
+                options += (("backward", "False"),)
             built = reader.built_ref(target, ancestors)
             self.wraps.append(WrapSite(kind, node.lineno, built, caller, False, node.col_offset, options))
         elif qualified in SPAWNERS and node.args:

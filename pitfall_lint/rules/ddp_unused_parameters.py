@@ -279,9 +279,12 @@ class DdpUnusedParameters(WrappedModuleRule):
                 )
 
     def _wrap_without_unused_detection(self, cls: ast.ClassDef, ancestors: Sequence[ast.AST]) -> Evidence | None:
-        """A DDP wrap of the class itself that does not look for unused parameters."""
+        """A DDP wrap of the class itself that does not look for unused parameters, and whose wrapper takes part in
+        a backward (a teacher frozen as a whole or run without grad never makes DDP wait for a gradient)."""
         for evidence in wrapper_reach(self.ctx, "DistributedDataParallel", cls, ancestors):
-            if evidence and evidence[4] == WRAPPED_ITSELF and wrap_option(evidence, "find_unused_parameters") in ("", "False"):
+            if not evidence or evidence[4] != WRAPPED_ITSELF or wrap_option(evidence, "backward") == "False":
+                continue
+            if wrap_option(evidence, "find_unused_parameters") in ("", "False"):
                 return evidence
         return None
 
