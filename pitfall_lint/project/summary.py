@@ -10,6 +10,7 @@ summary wherever the file lives, which is what lets the cache key it by content 
 from __future__ import annotations
 
 import ast
+import builtins
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
@@ -23,7 +24,7 @@ from pitfall_lint.analysis.wrappers import checkpoint_key, saved_wrapper_states
 from pitfall_lint.context import FileContext
 from pitfall_lint.traversal import Handler, traverse
 
-FORMAT = 7  # bump when a field changes: cached summaries of another format are computed afresh
+FORMAT = 8  # bump when a field changes: cached summaries of another format are computed afresh
 
 UNKNOWN = "?"  # a wrapped or returned module whose class cannot be told from the source
 _DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.data_parallel"})
@@ -172,6 +173,7 @@ class _Reader:
         names = _DEFINITION.findall(ctx.text.data)
         self.definitions = {name.decode() for _, name in names}
         self.function_names = {name.decode() for kind, name in names if kind == b"def"}
+        self.star_module = _star_module(ctx.tree) if b"import *" in ctx.text.data else None
 
     def callee_ref(self, func: ast.expr, ancestors: Sequence[ast.AST], qualified: str | None) -> str | None:
         """The ref of a called name (`qualified`: its name resolved), when it could name a project definition."""
@@ -190,7 +192,15 @@ class _Reader:
             return None  # `torch.save(...)` never calls the file's own `save`
         if isinstance(func, ast.Attribute) and func.attr in self.function_names:
             return f"*.{func.attr}"  # a same-file function through some other receiver
+        module = self.star_module
+        if module is not None and isinstance(func, ast.Name) and qualified == func.id and self.unbound(func.id):
+            # a name only `from utils import *` (or `from . import *`) can bind
+            return f"{module}{func.id}" if module.endswith(".") else f"{module}.{func.id}"
         return None
+
+    def unbound(self, name: str) -> bool:
+        """Neither defined in the file nor a builtin: a name the file can only have from a star import."""
+        return name not in self.definitions and not hasattr(builtins, name)
 
     def built_ref(self, value: ast.AST | None, ancestors: Sequence[ast.AST], depth: int = 0) -> str:
         """The ref of the call that builds the module `value` holds, UNKNOWN when it cannot be told."""
@@ -218,6 +228,18 @@ class _Reader:
 
 
 _DEFINITION = re.compile(rb"\b(def|class)\s+([A-Za-z_]\w*)")
+
+
+def _star_module(tree: ast.Module) -> str | None:
+    """The module that the file's one `from <module> import *` of something not external names (`utils`): its
+    names are then the file's unbound ones. With several, which binds a name cannot be told."""
+    found = [
+        "." * statement.level + (statement.module or "")
+        for statement in tree.body
+        if isinstance(statement, ast.ImportFrom) and any(alias.name == "*" for alias in statement.names)
+    ]
+    inside = [module for module in found if module.lstrip(".").partition(".")[0] not in _EXTERNAL_ROOTS]
+    return inside[0] if len(found) == 1 and inside else None
 
 
 def _owner_class(ancestors: Sequence[ast.AST]) -> tuple[list[ast.AST], ast.ClassDef] | None:
