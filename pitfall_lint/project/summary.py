@@ -18,13 +18,14 @@ from typing import Any
 
 from pitfall_lint.analysis.distributed import SETUP_NODES, SPAWNERS, may_set_up_distributed, setup_kind
 from pitfall_lint.analysis.modules import creates_parameters, method_kind, same_module
+from pitfall_lint.analysis.one_node import OneNodeReader
 from pitfall_lint.analysis.ranks import depends_on_rank, is_locally_restricted
 from pitfall_lint.analysis.scopes import FUNCTIONS, decorator_names, definition_name, enclosing_function, local_value, scope_path, self_name
 from pitfall_lint.analysis.wrappers import checkpoint_key, saved_wrapper_states
 from pitfall_lint.context import FileContext
 from pitfall_lint.traversal import Handler, traverse
 
-FORMAT = 8  # bump when a field changes: cached summaries of another format are computed afresh
+FORMAT = 9  # bump when a field changes: cached summaries of another format are computed afresh
 
 UNKNOWN = "?"  # a wrapped or returned module whose class cannot be told from the source
 _DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.data_parallel"})
@@ -114,6 +115,9 @@ class FileSummary:
     spawns: tuple[tuple[str, int], ...] = ()  # (ref of the spawned function, line)
     wrapper_saves: tuple[tuple[str, int], ...] = ()  # (checkpoint file name pattern, line)
     signatures: tuple[Signature, ...] = ()
+    # (scope path, verdict) of the functions whose own code tells whether their process groups span one node only,
+    # and ("", True) when the whole file's do (analysis/one_node.py)
+    one_node: tuple[tuple[str, bool], ...] = ()
 
     def to_row(self) -> list[object]:
         """Plain lists for the JSON cache."""
@@ -123,7 +127,7 @@ class FileSummary:
     def from_row(row: list) -> FileSummary:
         if row[0] != FORMAT:
             raise ValueError("another summary format")
-        classes, functions, imports, returns, calls, wraps, distributed, spawns, saves, signatures = row[1:]
+        classes, functions, imports, returns, calls, wraps, distributed, spawns, saves, signatures, one_node = row[1:]
 
         def pairs(rows: list) -> tuple[tuple[Any, Any], ...]:
             return tuple((a, b) for a, b in rows)
@@ -148,6 +152,7 @@ class FileSummary:
                 Signature(name, line, kind, tuple(positional), defaults, varargs, tuple(keywords), tuple(unread), decorated)
                 for name, line, kind, positional, defaults, varargs, keywords, unread, decorated in signatures
             ),
+            one_node=pairs(one_node),
         )
 
 
@@ -321,6 +326,7 @@ class _Builder:
         self.instances: dict[int, tuple[str, int]] = {}
         self.instance_names: set[str] = set()
         self.instance_reads: dict[int, set[str]] = {}
+        self.one_node = OneNodeReader(ctx)
 
     def handlers(self) -> dict[type[ast.AST], list[Handler]]:
         found: dict[type[ast.AST], list[Handler]] = {
@@ -335,6 +341,8 @@ class _Builder:
         if may_set_up_distributed(self.ctx.text.data):
             for node_type in SETUP_NODES:
                 found.setdefault(node_type, []).append(self.on_setup)
+        for node_type, handlers in self.one_node.handlers().items():
+            found.setdefault(node_type, []).extend(handlers)
         return found
 
     def on_setup(self, node: ast.AST) -> None:
@@ -479,6 +487,7 @@ class _Builder:
 
     def summary(self) -> FileSummary:
         ctx = self.ctx
+        one_node = self.one_node.facts()
         return FileSummary(
             classes=tuple(
                 ClassFacts(
@@ -501,6 +510,7 @@ class _Builder:
             spawns=tuple(self.spawns),
             wrapper_saves=tuple(self.saves),
             signatures=tuple(_signature(*signed) for signed in self.signed.values()),
+            one_node=(("", True),) * one_node.whole_file + tuple(sorted(one_node.functions.items())),
         )
 
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 import ast
 from collections.abc import Sequence
 
-from pitfall_lint.analysis.rank_origin import origins, ranks_on_one_machine
+from pitfall_lint.analysis.one_node import spans_one_node
+from pitfall_lint.analysis.rank_origin import origins
 from pitfall_lint.analysis.ranks import depends_on_rank
-from pitfall_lint.analysis.scopes import decorator_names, enclosing_function, position_in_block
+from pitfall_lint.analysis.scopes import enclosing_function, position_in_block
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import Rule
@@ -149,11 +150,9 @@ class RankVsLocalRank(Rule):
         return found
 
     def _on_one_machine(self) -> bool:
-        """The file's ranks all run on one machine (the global rank is the local one), or this function is started
-        by a spawn helper (`@torch_spawn([2])` in tests), which starts its processes on this machine too."""
-        function = enclosing_function(self.ctx.ancestors)
-        spawned = function is not None and any("spawn" in name.lower() for name in decorator_names(function))
-        return spawned or ranks_on_one_machine(self.ctx)
+        """The process group can only span one node, where the global rank is the local one and every writer of
+        a local rank 0 is the only one (analysis/one_node.py)."""
+        return spans_one_node(self.ctx, self.ctx.ancestors)
 
     def _per_node(self, path: ast.expr) -> bool:
         """A file per rank or per node (the path names the rank, the node or the host): no two processes share it."""
