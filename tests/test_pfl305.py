@@ -95,6 +95,34 @@ CASES = {
             if rank == 0:
                 torch.save(model.state_dict(), "model.pt")  # expect: PFL305
     """,
+    # pytorch/examples' ImageNet script (and its copies: MoCo, DeepSpeed's ViT fine-tuning): the first process of
+    # every node, the global rank modulo the node's processes, writes the one checkpoint.
+    "global-rank-modulo-the-node-size-is-local": """
+        import os
+        import torch
+        import torch.distributed as dist
+        import torch.multiprocessing as mp
+        def main_worker(gpu, ngpus_per_node, args):
+            if args.dist_url == "env://" and args.rank == -1:
+                args.rank = int(os.environ["RANK"])
+            if args.multiprocessing_distributed:
+                args.rank = args.rank * ngpus_per_node + gpu
+            dist.init_process_group(args.dist_backend, init_method=args.dist_url, world_size=args.world_size, rank=args.rank)
+            if not args.multiprocessing_distributed or (args.multiprocessing_distributed
+                    and args.rank % ngpus_per_node == 0):
+                torch.save({}, "checkpoint.pth.tar")  # expect: PFL305
+            if args.rank % torch.cuda.device_count() == 0 or args.local_rank == 0:
+                torch.save({}, "model_best.pth.tar")  # expect: PFL305
+            local = dist.get_rank() % int(os.environ["LOCAL_WORLD_SIZE"])
+            if local == 0:
+                torch.save({}, "last.pth.tar")  # expect: PFL305
+            torch.cuda.set_device(args.rank % ngpus_per_node)
+            if args.rank % 2 == 0 or args.rank % ngpus_per_node == 0 and dist.get_rank() == 0:
+                torch.save({}, "global.pth.tar")
+        def main(args):
+            ngpus_per_node = torch.cuda.device_count()
+            mp.spawn(main_worker, nprocs=ngpus_per_node, args=(ngpus_per_node, args))
+    """,
     # Right: the local rank picks the device, the global rank the writer.
     "local-rank-devices": """
         import os

@@ -1,5 +1,6 @@
-"""Which rank a value holds: the global one (RANK, `dist.get_rank()`), the local one (LOCAL_RANK), the index that
-mp.spawn passes, or something derived from them (`rank % torch.cuda.device_count()`)."""
+"""Which rank a value holds: the global one (RANK, `dist.get_rank()`), the local one (LOCAL_RANK, or a rank modulo a
+node's processes: `rank % torch.cuda.device_count()`), the index that mp.spawn passes, or something derived from
+them (`rank + 1`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import re
 from typing import Literal
 
 from pitfall_lint.analysis.distributed import SPAWNERS, launcher_variable_read
-from pitfall_lint.analysis.ranks import ancestors_of
+from pitfall_lint.analysis.ranks import ancestors_of, names_rank
 from pitfall_lint.analysis.scopes import FUNCTIONS, enclosing_class, enclosing_function, statements_in
 from pitfall_lint.context import FileContext
 
@@ -21,8 +22,9 @@ _CALLS = {"torch.distributed.get_rank": "global", "torch.distributed.get_node_lo
 _NAMED = {"local_rank": "local", "local_process_index": "local", "global_rank": "global", "process_index": "global"}
 _WRAPPERS = frozenset({"int", "str"})
 # Whole names of the number of processes that one node runs (`ngpus_per_node`, `args.nproc_per_node`,
-# `local_world_size`).
+# `local_world_size`): a rank modulo it is a rank within the node.
 _NODE_SIZE = re.compile(r"(?:n|num_)?(?:gpus?|procs?|processes|devices)_?per_?node|local_world_size", re.IGNORECASE)
+_RANKS = frozenset({"global", "local", "index"})
 _MAX_DEPTH = 4
 _SPAWN_WORDS = (b"spawn", b"start_processes")
 _INSTANCE_NAMES = frozenset({"self", "cls"})
@@ -103,11 +105,20 @@ def origins(ctx: FileContext, expr: ast.AST, ancestors: Sequence[ast.AST], depth
         return origins(ctx, expr.body, ancestors, depth + 1) | origins(ctx, expr.orelse, ancestors, depth + 1)
     if isinstance(expr, ast.BoolOp):
         return set().union(*(origins(ctx, value, ancestors, depth + 1) for value in expr.values))
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mod) and _rank_in_node(ctx, expr, ancestors, depth):
+        return {"local"}  # `args.rank % ngpus_per_node`: the process's place on its node
     if isinstance(expr, ast.Attribute):
         return _attribute_origins(ctx, expr, ancestors, depth)
     if isinstance(expr, ast.Name):
         return _name_origins(ctx, expr, ancestors, depth)
     return {"derived"}
+
+
+def _rank_in_node(ctx: FileContext, expr: ast.BinOp, ancestors: Sequence[ast.AST], depth: int) -> bool:
+    """`rank % ngpus_per_node`: a rank modulo the number of processes one node runs."""
+    if not counts_node_processes(ctx, expr.right, ancestors):
+        return False
+    return names_rank(expr.left) or bool(origins(ctx, expr.left, ancestors, depth + 1) & _RANKS)
 
 
 def counts_node_processes(ctx: FileContext, expr: ast.AST, ancestors: Sequence[ast.AST], depth: int = 0) -> bool:

@@ -26,7 +26,11 @@ _DEVICE_PREFIX = "cuda:"
 _WRITERS = {"torch.save": 1, "torch.jit.save": 1, "safetensors.torch.save_file": 1, "numpy.save": 0, "open": 0}
 _WRITE_MODES = frozenset("wx")
 _GLOBAL_WORDS = (b"RANK", b"get_rank", b"global_rank", b"process_index")
-_LOCAL_WORDS = (b"LOCAL_RANK", b"local_rank", b"local_process_index", b"get_node_local_rank")
+# A local rank is read, or computed as a rank modulo the node's processes (`rank % ngpus_per_node`).
+_LOCAL_WORDS = (
+    b"LOCAL_RANK", b"local_rank", b"local_process_index", b"get_node_local_rank", b"per_node", b"PER_NODE",
+    b"device_count", b"LOCAL_WORLD_SIZE", b"local_world_size",
+)
 _READERS = frozenset({"torch.load", "numpy.load", "safetensors.torch.load_file"})
 _TERMINATORS = (ast.Return, ast.Continue, ast.Break, ast.Raise)
 _VALUES = (ast.Name, ast.Attribute, ast.Call)
@@ -245,10 +249,11 @@ class RankVsLocalRank(Rule):
 
     def _tests_local_zero(self, test: ast.expr) -> bool | None:
         """True when the test holds only on local rank 0 (a node's first process), False only elsewhere, None when
-        it does not test the local rank alone (a test of the global rank too makes a global guard)."""
-        parts = test.values if isinstance(test, ast.BoolOp) else [test]
+        it does not test the local rank alone (a test of the global rank too makes a global guard). The parts of
+        `and` and `or`, nested ones too, are read alike: `not args.distributed or (args.distributed and args.rank %
+        ngpus_per_node == 0)` is a local test (the rank modulo the node's processes is the local rank)."""
         verdicts = set()
-        for part in parts:
+        for part in _parts(test):
             zero = _zero_test(part)
             found = origins(self.ctx, zero[1], self.ctx.ancestors) if zero else set()
             if zero is not None and found == {"local"}:
@@ -256,3 +261,10 @@ class RankVsLocalRank(Rule):
             elif any("global" in origins(self.ctx, n, self.ctx.ancestors) for n in ast.walk(part) if isinstance(n, _VALUES)):
                 return None
         return verdicts.pop() if len(verdicts) == 1 else None
+
+
+def _parts(test: ast.expr) -> list[ast.expr]:
+    """The tests an `and` or `or` joins, nested ones flattened."""
+    if isinstance(test, ast.BoolOp):
+        return [part for value in test.values for part in _parts(value)]
+    return [test]
