@@ -11,6 +11,7 @@ import pytest
 
 from marks import assert_marks, expected
 from pitfall_lint.checking import ProjectSettings, check_paths
+from pitfall_lint.engine import Engine
 from pitfall_lint.files import Excluder
 from pitfall_lint.rules import all_rules
 
@@ -123,6 +124,61 @@ CASES = {
             ngpus_per_node = torch.cuda.device_count()
             mp.spawn(main_worker, nprocs=ngpus_per_node, args=(ngpus_per_node, args))
     """,
+    "a-helper-that-writes-under-a-local-guard": """
+        import os
+        import shutil
+        import torch
+        def save_checkpoint(state, is_best, filename="checkpoint.pth.tar"):
+            torch.save(state, filename)
+            if is_best:
+                shutil.copyfile(filename, "model_best.pth.tar")
+        def save_all(state):
+            save_checkpoint(state, False)
+        def save_own(state, rank):
+            torch.save(state, f"rank{rank}.pt")
+        def save_main(state, rank):
+            if rank == 0:
+                torch.save(state, "main.pt")
+        def main_worker(gpu, ngpus_per_node, args, state):
+            args.rank = int(os.environ["RANK"])
+            if args.rank % ngpus_per_node == 0:
+                save_checkpoint(state, True)  # expect: PFL305
+                save_checkpoint(state, False, filename="checkpoint_{:04d}.pth.tar".format(args.epoch))  # expect: PFL305
+                save_all(state)  # expect: PFL305
+                save_checkpoint(state, False, f"node{args.node_rank}.pth.tar")
+                save_checkpoint(state, False, **args.options)
+                save_own(state, args.rank)
+                save_main(state, args.rank)
+                print(state)
+    """,
+    "a-method-that-writes-under-a-local-guard": """
+        import io
+        import os
+        import torch
+        def upload_to_s3(obj, destination):
+            buffer = io.BytesIO()
+            torch.save(obj, buffer)
+            send(buffer, destination)
+        class Trainer:
+            def __init__(self, model, path):
+                self.local_rank = int(os.environ["LOCAL_RANK"])
+                self.model, self.path = model, path
+            def _save_snapshot(self, epoch):
+                snapshot = {"model": self.model.state_dict(), "epoch": epoch}
+                if self.path.startswith("s3://"):
+                    upload_to_s3(snapshot, self.path)
+                else:
+                    torch.save(snapshot, self.path)
+            def _log(self, epoch):
+                print(epoch)
+            def train(self, epochs, save_every):
+                for epoch in range(epochs):
+                    if self.local_rank == 0 and epoch % save_every == 0:
+                        self._save_snapshot(epoch)  # expect: PFL305
+                        self._log(epoch)
+                        upload_to_s3({}, "s3://bucket/snapshot.pt")
+                        torch.save({}, io.BytesIO())
+    """,
     # Right: the local rank picks the device, the global rank the writer.
     "local-rank-devices": """
         import os
@@ -175,6 +231,25 @@ CASES = {
             dist.barrier()
             return torch.load(path)
     """,
+    # DeepSpeed-Chat: each node's first process writes the index files that the helper then loads back.
+    "a-helper-that-makes-a-per-node-cache": """
+        import os
+        import numpy as np
+        import torch.distributed as dist
+        def split_index(output_path, name, split_index, splits):
+            index_file = f"{output_path}/{name}_{split_index}.npy"
+            if not os.path.isfile(index_file):
+                for i, split in enumerate(splits):
+                    split_file = f"{output_path}/{name}_{i}.npy"
+                    np.save(split_file, split)
+            return np.load(index_file)
+        def create_dataset(local_rank, output_path, name):
+            return split_index(output_path, name, 0, [[1], [2]])
+        def create_prompt_dataset(local_rank, output_path, name):
+            if local_rank <= 0:
+                create_dataset(local_rank, output_path, name)
+            dist.barrier()
+    """,
     "mp-spawn-index-is-the-local-process": """
         import torch
         import torch.distributed as dist
@@ -219,6 +294,31 @@ CASES = {
 @pytest.mark.parametrize("name", CASES)
 def test_case(name: str) -> None:
     assert_marks(dedent(CASES[name]))
+
+
+def test_the_message_names_the_helper_and_its_write() -> None:
+    """The write to a file, not the one to a buffer before it."""
+    source = dedent("""
+        import io
+        import torch
+        def save_checkpoint(state, filename="checkpoint.pth.tar"):
+            torch.save(state, io.BytesIO())
+            torch.save(state, filename)
+        def main(local_rank, state):
+            if local_rank == 0:
+                save_checkpoint(state)
+    """)
+    result = Engine(all_rules()).check_source("train.py", source.encode())
+    assert [(d.code, d.line, d.message) for d in result.diagnostics] == [
+        (
+            "PFL305",
+            9,
+            "`local_rank == 0` (line 8) picks the one process that runs `save_checkpoint(...)`, which writes with "
+            "`torch.save` (line 6), but it tests the local rank and a local rank 0 exists on every node: on two nodes "
+            "two processes write, the same file when the file system is shared; pick the writer with the global rank "
+            "(`dist.get_rank() == 0`)",
+        )
+    ]
 
 
 def test_an_attribute_is_read_where_it_is_assigned() -> None:
