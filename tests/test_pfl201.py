@@ -163,6 +163,20 @@ CASES = {
             save_progress(*head, "a.pt", True)  # `resume()` passes True as the path
         resume()
     """,
+    # A name that a helper of the file builds from the rank: every rank writes its own file.
+    "per-rank-name-built-by-a-helper": """
+        def shard_path(step):
+            return f"shard-{dist.get_rank()}-{step}.pt"
+        def shared_path(step):
+            return f"shared-{step}.pt"
+        class Saver:
+            def path(self):
+                return os.path.join("out", f"rank{rank}.pt")
+            def save(self):
+                torch.save({}, self.path())
+        torch.save({}, shard_path(3))
+        torch.save({}, shared_path(3))  # expect: PFL201
+    """,
     "local-function-named-save": """
         def save(obj, path):
             pass

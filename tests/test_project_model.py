@@ -286,6 +286,16 @@ SAVES = {
         "utils/io.py": SAVE_HELPER.format(mark="  # expect: PFL201"),
         "train.py": DDP_TRAIN + "from utils import io\ndef loop(model):\n    for step in range(3):\n        io.save_weights(model, 'w.pt')\n",
     },
+    "unguarded-caller-through-a-star-import": {
+        "io_helpers.py": SAVE_HELPER.format(mark="  # expect: PFL201"),
+        "train.py": DDP_TRAIN + "from io_helpers import *\ndef loop(model):\n    save_weights(model, 'w.pt')\n",
+    },
+    "guarded-caller-through-a-star-import-of-a-package-module": {
+        "utils/__init__.py": "",
+        "utils/io.py": DDP_TRAIN + SAVE_HELPER.format(mark=""),
+        "train.py": DDP_TRAIN + "from utils.io import *\nimport torch.distributed as dist\n"
+        "def loop(model):\n    if dist.get_rank() == 0:\n        save_weights(model, 'w.pt')\n",
+    },
     "one-caller-guarded-one-not": {
         "io_helpers.py": SAVE_HELPER.format(mark="  # expect: PFL201"),
         "train.py": DDP_TRAIN + "from io_helpers import save_weights\nimport torch.distributed as dist\n"

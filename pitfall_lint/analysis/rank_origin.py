@@ -1,14 +1,16 @@
-"""Which rank a value holds: the global one (RANK, `dist.get_rank()`), the local one (LOCAL_RANK), the index that
-mp.spawn passes, or something derived from them (`rank % torch.cuda.device_count()`)."""
+"""Which rank a value holds: the global one (RANK, `dist.get_rank()`), the local one (LOCAL_RANK, or a rank modulo a
+node's processes: `rank % torch.cuda.device_count()`), the index that mp.spawn passes, or something derived from
+them (`rank + 1`)."""
 
 from __future__ import annotations
 
 import ast
 from collections.abc import Sequence
+import re
 from typing import Literal
 
 from pitfall_lint.analysis.distributed import SPAWNERS, launcher_variable_read
-from pitfall_lint.analysis.ranks import ancestors_of
+from pitfall_lint.analysis.ranks import ancestors_of, names_rank
 from pitfall_lint.analysis.scopes import FUNCTIONS, enclosing_class, enclosing_function, statements_in
 from pitfall_lint.context import FileContext
 
@@ -19,6 +21,10 @@ _CALLS = {"torch.distributed.get_rank": "global", "torch.distributed.get_node_lo
 # transformers (`state.process_index`, `args.local_process_index`) spell them. A bare `rank` says neither.
 _NAMED = {"local_rank": "local", "local_process_index": "local", "global_rank": "global", "process_index": "global"}
 _WRAPPERS = frozenset({"int", "str"})
+# Whole names of the number of processes that one node runs (`ngpus_per_node`, `args.nproc_per_node`,
+# `local_world_size`): a rank modulo it is a rank within the node.
+_NODE_SIZE = re.compile(r"(?:n|num_)?(?:gpus?|procs?|processes|devices)_?per_?node|local_world_size", re.IGNORECASE)
+_RANKS = frozenset({"global", "local", "index"})
 _MAX_DEPTH = 4
 _SPAWN_WORDS = (b"spawn", b"start_processes")
 _INSTANCE_NAMES = frozenset({"self", "cls"})
@@ -57,9 +63,12 @@ def _attribute_values(ctx: FileContext) -> dict[tuple[int, str], list[ast.expr]]
     return ctx.memo[key]  # type: ignore[return-value]
 
 
-def spawned_functions(ctx: FileContext) -> set[str]:
-    """Names of the functions this file starts with mp.spawn / start_processes: their first parameter is the index."""
+def spawned_functions(ctx: FileContext, found: set[str] | None = None) -> set[str]:
+    """Names of the functions this file starts with mp.spawn / start_processes: their first parameter is the index.
+    `found`: those that a walk of the whole file has just collected, which spares another."""
     key = ("spawned-functions",)
+    if key not in ctx.memo and found is not None:
+        ctx.memo[key] = found
     if key not in ctx.memo and not any(word in ctx.text.data for word in _SPAWN_WORDS):
         ctx.memo[key] = set()
     if key not in ctx.memo:
@@ -96,11 +105,40 @@ def origins(ctx: FileContext, expr: ast.AST, ancestors: Sequence[ast.AST], depth
         return origins(ctx, expr.body, ancestors, depth + 1) | origins(ctx, expr.orelse, ancestors, depth + 1)
     if isinstance(expr, ast.BoolOp):
         return set().union(*(origins(ctx, value, ancestors, depth + 1) for value in expr.values))
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mod) and _rank_in_node(ctx, expr, ancestors, depth):
+        return {"local"}  # `args.rank % ngpus_per_node`: the process's place on its node
     if isinstance(expr, ast.Attribute):
         return _attribute_origins(ctx, expr, ancestors, depth)
     if isinstance(expr, ast.Name):
         return _name_origins(ctx, expr, ancestors, depth)
     return {"derived"}
+
+
+def _rank_in_node(ctx: FileContext, expr: ast.BinOp, ancestors: Sequence[ast.AST], depth: int) -> bool:
+    """`rank % ngpus_per_node`: a rank modulo the number of processes one node runs."""
+    if not counts_node_processes(ctx, expr.right, ancestors):
+        return False
+    return names_rank(expr.left) or bool(origins(ctx, expr.left, ancestors, depth + 1) & _RANKS)
+
+
+def counts_node_processes(ctx: FileContext, expr: ast.AST, ancestors: Sequence[ast.AST], depth: int = 0) -> bool:
+    """Whether `expr` is the number of processes one node runs: its device count (`torch.cuda.device_count()`),
+    LOCAL_WORLD_SIZE, a name that says so (`ngpus_per_node`), or a variable set from one of them."""
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in _WRAPPERS and len(expr.args) == 1:
+        expr = expr.args[0]
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "device_count":
+        return True
+    if launcher_variable_read(expr) == "LOCAL_WORLD_SIZE":
+        return True
+    name = expr.id if isinstance(expr, ast.Name) else expr.attr if isinstance(expr, ast.Attribute) else ""
+    if name and _NODE_SIZE.fullmatch(name):
+        return True
+    if isinstance(expr, ast.Name) and depth < _MAX_DEPTH:
+        function = enclosing_function(ancestors)
+        value = _assigned(ctx, function, expr.id, expr.lineno) if function is not None else None
+        value = value or _assigned(ctx, ctx.tree, expr.id, expr.lineno if function is None else 1 << 30)
+        return value is not None and counts_node_processes(ctx, value, ancestors, depth + 1)
+    return False
 
 
 def _attribute_origins(ctx: FileContext, expr: ast.Attribute, ancestors: Sequence[ast.AST], depth: int) -> set[Origin]:
@@ -145,28 +183,3 @@ def _name_origins(ctx: FileContext, expr: ast.Name, ancestors: Sequence[ast.AST]
     if value is not None:
         return origins(ctx, value, [ctx.tree], depth + 1)
     return {_NAMED.get(expr.id, "unknown")}  # type: ignore[arg-type]
-
-
-def ranks_on_one_machine(ctx: FileContext) -> bool:
-    """Whether the file puts all its ranks on one machine by construction, so that the global rank is the local one:
-    it starts them itself with mp.spawn and gives each its index as its rank, or sizes the world by the machine's
-    devices (`init_process_group(world_size=torch.cuda.device_count())`)."""
-    key = ("ranks-on-one-machine",)
-    if key not in ctx.memo and b"init_process_group" not in ctx.text.data and not any(w in ctx.text.data for w in _SPAWN_WORDS):
-        ctx.memo[key] = False
-    if key not in ctx.memo:
-        spawns, inits = False, []
-        for node in ast.walk(ctx.tree):
-            if isinstance(node, ast.Call):
-                called = ctx.qualified_name(node.func, [])
-                spawns = spawns or called in SPAWNERS
-                if called == "torch.distributed.init_process_group":
-                    inits.append(node)
-        sized_by_devices = any(
-            isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "device_count"
-            for init in inits for k in init.keywords if k.arg == "world_size" for n in ast.walk(k.value)
-        )
-        ranks = [k.value for init in inits for k in init.keywords if k.arg == "rank"]
-        by_index = spawns and all(origins(ctx, r, ancestors_of(ctx, r)) <= {"index"} for r in ranks)
-        ctx.memo[key] = sized_by_devices or by_index
-    return ctx.memo[key]  # type: ignore[return-value]

@@ -22,9 +22,11 @@ from pitfall_lint.analysis.scopes import (
     Function,
     decorator_names,
     enclosing_function,
+    enclosing_method,
     local_value,
     module_function,
     preceded_by,
+    self_name,
 )
 from pitfall_lint.analysis.training import walk_same_scope
 from pitfall_lint.context import FileContext
@@ -295,7 +297,27 @@ class _Reader:
                 value = self._assigned(child, depth)
                 if value is not None and self.mentions(value, depth + 1):
                     return True
+            if isinstance(child, ast.Call) and depth < _MAX_DEPTH and self._helper_returns_rank(child, depth):
+                return True
         return False
+
+    def _helper_returns_rank(self, call: ast.Call, depth: int) -> bool:
+        """Whether the call runs a helper of this file (a module-level function, or a method of the enclosing class
+        called through the instance) that returns a value built from the rank: `checkpoint_name(step)` with
+        `return f"ckpt_{dist.get_rank()}_{step}.pt"`."""
+        func = call.func
+        helper: Function | None = None
+        if isinstance(func, ast.Name) and self.ctx.resolver.qualified_name(func, self.ancestors) == func.id:
+            helper = module_function(self.ctx.tree, func.id)
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            method = enclosing_method(self.ancestors)
+            if method is not None and func.value.id == self_name(method[1]):
+                helper = next((f for f in method[0].body if isinstance(f, FUNCTIONS) and f.name == func.attr), None)
+        if helper is None:
+            return False
+        reader = _Reader(self.ctx, [*ancestors_of(self.ctx, helper), helper])
+        returned = [n.value for n in walk_same_scope(helper.body) if isinstance(n, ast.Return) and n.value is not None]
+        return any(reader.mentions(value, depth + 1) for value in returned)
 
 
 def depends_on_rank(ctx: FileContext, node: ast.AST, ancestors: Sequence[ast.AST]) -> bool:

@@ -786,6 +786,30 @@ class ProjectModel:
 
         return self._memoised(("every-rank-caller", path, name, tuple(slots), branch, depth), compute)  # type: ignore[return-value]
 
+    def runs_on_one_node(self, path: str, name: str, depth: int = 0) -> bool:
+        """Whether the function runs only in process groups that span one node: its file's code or its own (or an
+        enclosing function's) says so, or, where that code tells nothing, every call of it in the project is made
+        where one does (up to three calls up)."""
+
+        def compute() -> bool:
+            facts = dict((self.summary(path) or FileSummary()).one_node)
+            if facts.get(""):
+                return True
+            parts = name.split(".")
+            for end in range(len(parts), 0, -1):
+                verdict = facts.get(".".join(parts[:end]))
+                if verdict is not None:
+                    return verdict
+            sites = self._call_sites(path, name)
+            return bool(sites) and depth < _MAX_DEPTH and all(
+                self.runs_on_one_node(site_path, site.caller, depth + 1)
+                if site.caller
+                else bool(dict((self.summary(site_path) or FileSummary()).one_node).get(""))
+                for site_path, site in sites
+            )
+
+        return self._memoised(("one-node", path, name, depth), compute)  # type: ignore[return-value]
+
     def spawn_site(self, path: str, name: str) -> Evidence | None:
         """Where `torch.multiprocessing.spawn` (or start_processes) starts this function, if anywhere: its first
         parameter is then the process index, the rank of a one-node job."""
@@ -874,6 +898,7 @@ _QUESTIONS = {
     "every-rank-caller": "every_rank_caller",
     "wrapper-checkpoint": "wrapper_checkpoint",
     "spawn-site": "spawn_site",
+    "one-node": "runs_on_one_node",
     "spawned-signature": "spawned_signature",
 }
 
@@ -967,6 +992,10 @@ class ProjectView:
 
     def spawn_site(self, function: Definition, ancestors: Sequence[ast.AST]) -> Evidence | None:
         return self._ask("spawn-site", self.path, definition_name(function, ancestors))  # type: ignore[return-value]
+
+    def runs_on_one_node(self, function: Definition, ancestors: Sequence[ast.AST]) -> bool:
+        return self._ask("one-node", self.path, definition_name(function, ancestors))  # type: ignore[return-value]
+
     def spawned_signature(self, call: ast.Call) -> list | None:
         return self._ask("spawned-signature", self.path, call.lineno)  # type: ignore[return-value]
 
@@ -978,7 +1007,9 @@ class _OfflineView(ProjectView):
     """Answers every question as a file alone would, without asking the project."""
 
     online = False
-    _ALONE: dict[str, object] = {"module-class": False, "methods": {}, "has-callers": False, "named-elsewhere": True}
+    _ALONE: dict[str, object] = {
+        "module-class": False, "methods": {}, "has-callers": False, "named-elsewhere": True, "one-node": False
+    }
 
     def _ask(self, question: str, *arguments: object) -> object:
         return self._ALONE.get(question)

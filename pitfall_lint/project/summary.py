@@ -10,6 +10,7 @@ summary wherever the file lives, which is what lets the cache key it by content 
 from __future__ import annotations
 
 import ast
+import builtins
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
@@ -17,6 +18,7 @@ from typing import Any
 
 from pitfall_lint.analysis.distributed import SETUP_NODES, SPAWNERS, may_set_up_distributed, setup_kind
 from pitfall_lint.analysis.modules import creates_parameters, method_kind, same_module
+from pitfall_lint.analysis.one_node import OneNodeReader
 from pitfall_lint.analysis.ranks import depends_on_rank, is_locally_restricted
 from pitfall_lint.analysis.scopes import FUNCTIONS, decorator_names, definition_name, enclosing_function, local_value, scope_path, self_name
 from pitfall_lint.analysis.wrapper_backward import wrap_takes_part_in_backward
@@ -24,7 +26,7 @@ from pitfall_lint.analysis.wrappers import checkpoint_key, saved_wrapper_states
 from pitfall_lint.context import FileContext
 from pitfall_lint.traversal import Handler, traverse
 
-FORMAT = 8  # bump when a field changes: cached summaries of another format are computed afresh
+FORMAT = 10  # bump when a field changes: cached summaries of another format are computed afresh
 
 UNKNOWN = "?"  # a wrapped or returned module whose class cannot be told from the source
 _DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.data_parallel"})
@@ -116,6 +118,9 @@ class FileSummary:
     spawns: tuple[tuple[str, int], ...] = ()  # (ref of the spawned function, line)
     wrapper_saves: tuple[tuple[str, int], ...] = ()  # (checkpoint file name pattern, line)
     signatures: tuple[Signature, ...] = ()
+    # (scope path, verdict) of the functions whose own code tells whether their process groups span one node only,
+    # and ("", True) when the whole file's do (analysis/one_node.py)
+    one_node: tuple[tuple[str, bool], ...] = ()
 
     def to_row(self) -> list[object]:
         """Plain lists for the JSON cache."""
@@ -125,7 +130,7 @@ class FileSummary:
     def from_row(row: list) -> FileSummary:
         if row[0] != FORMAT:
             raise ValueError("another summary format")
-        classes, functions, imports, returns, calls, wraps, distributed, spawns, saves, signatures = row[1:]
+        classes, functions, imports, returns, calls, wraps, distributed, spawns, saves, signatures, one_node = row[1:]
 
         def pairs(rows: list) -> tuple[tuple[Any, Any], ...]:
             return tuple((a, b) for a, b in rows)
@@ -150,6 +155,7 @@ class FileSummary:
                 Signature(name, line, kind, tuple(positional), defaults, varargs, tuple(keywords), tuple(unread), decorated)
                 for name, line, kind, positional, defaults, varargs, keywords, unread, decorated in signatures
             ),
+            one_node=pairs(one_node),
         )
 
 
@@ -175,6 +181,7 @@ class _Reader:
         names = _DEFINITION.findall(ctx.text.data)
         self.definitions = {name.decode() for _, name in names}
         self.function_names = {name.decode() for kind, name in names if kind == b"def"}
+        self.star_module = _star_module(ctx.tree) if b"import *" in ctx.text.data else None
 
     def callee_ref(self, func: ast.expr, ancestors: Sequence[ast.AST], qualified: str | None) -> str | None:
         """The ref of a called name (`qualified`: its name resolved), when it could name a project definition."""
@@ -193,7 +200,15 @@ class _Reader:
             return None  # `torch.save(...)` never calls the file's own `save`
         if isinstance(func, ast.Attribute) and func.attr in self.function_names:
             return f"*.{func.attr}"  # a same-file function through some other receiver
+        module = self.star_module
+        if module is not None and isinstance(func, ast.Name) and qualified == func.id and self.unbound(func.id):
+            # a name only `from utils import *` (or `from . import *`) can bind
+            return f"{module}{func.id}" if module.endswith(".") else f"{module}.{func.id}"
         return None
+
+    def unbound(self, name: str) -> bool:
+        """Neither defined in the file nor a builtin: a name the file can only have from a star import."""
+        return name not in self.definitions and not hasattr(builtins, name)
 
     def built_ref(self, value: ast.AST | None, ancestors: Sequence[ast.AST], depth: int = 0) -> str:
         """The ref of the call that builds the module `value` holds, UNKNOWN when it cannot be told."""
@@ -221,6 +236,18 @@ class _Reader:
 
 
 _DEFINITION = re.compile(rb"\b(def|class)\s+([A-Za-z_]\w*)")
+
+
+def _star_module(tree: ast.Module) -> str | None:
+    """The module that the file's one `from <module> import *` of something not external names (`utils`): its
+    names are then the file's unbound ones. With several, which binds a name cannot be told."""
+    found = [
+        "." * statement.level + (statement.module or "")
+        for statement in tree.body
+        if isinstance(statement, ast.ImportFrom) and any(alias.name == "*" for alias in statement.names)
+    ]
+    inside = [module for module in found if module.lstrip(".").partition(".")[0] not in _EXTERNAL_ROOTS]
+    return inside[0] if len(found) == 1 and inside else None
 
 
 def _owner_class(ancestors: Sequence[ast.AST]) -> tuple[list[ast.AST], ast.ClassDef] | None:
@@ -302,6 +329,7 @@ class _Builder:
         self.instances: dict[int, tuple[str, int]] = {}
         self.instance_names: set[str] = set()
         self.instance_reads: dict[int, set[str]] = {}
+        self.one_node = OneNodeReader(ctx)
 
     def handlers(self) -> dict[type[ast.AST], list[Handler]]:
         found: dict[type[ast.AST], list[Handler]] = {
@@ -316,6 +344,8 @@ class _Builder:
         if may_set_up_distributed(self.ctx.text.data):
             for node_type in SETUP_NODES:
                 found.setdefault(node_type, []).append(self.on_setup)
+        for node_type, handlers in self.one_node.handlers().items():
+            found.setdefault(node_type, []).extend(handlers)
         return found
 
     def on_setup(self, node: ast.AST) -> None:
@@ -462,6 +492,7 @@ class _Builder:
 
     def summary(self) -> FileSummary:
         ctx = self.ctx
+        one_node = self.one_node.facts()
         return FileSummary(
             classes=tuple(
                 ClassFacts(
@@ -484,6 +515,7 @@ class _Builder:
             spawns=tuple(self.spawns),
             wrapper_saves=tuple(self.saves),
             signatures=tuple(_signature(*signed) for signed in self.signed.values()),
+            one_node=(("", True),) * one_node.whole_file + tuple(sorted(one_node.functions.items())),
         )
 
 
