@@ -8,7 +8,7 @@ from typing import TextIO
 import click
 
 from pitfall_lint.diagnostic import Diagnostic
-from pitfall_lint.report import Report, statistics
+from pitfall_lint.report import Report, place, statistics
 
 
 def _style(text: str, color: bool, **style: object) -> str:
@@ -72,8 +72,7 @@ def write(report: Report, out: TextIO) -> None:
         return
     hints = {rule.code: rule.hint for rule in report.rules}
     for d in report.diagnostics:
-        cell = f"cell {d.cell}:" if d.cell is not None else ""
-        location = _style(f"{d.path}:{cell}{d.line}:{d.column}:", color, bold=True)
+        location = _style(f"{place(d)}:", color, bold=True)
         mark = f" {_fix_mark(color)}" if report.fixable(d) else ""
         out.write(f"{location} {_style(d.code, color, fg='red', bold=True)}{mark} {d.message}\n")
         if report.show_source and d.cell is None:
