@@ -51,3 +51,81 @@ def test_json_lines_of_a_clean_run_is_empty(project: Path) -> None:
     (project / "clean.py").write_text("x = 1\n")
     result = check("--format", "json-lines", "clean.py")
     assert (result.exit_code, result.stdout) == (0, "")
+
+
+# --- GitLab Code Quality -------------------------------------------------------------------------------------------
+
+
+def _issue(code: str, message: str, fingerprint: str, path: str, line: int, end_column: int) -> dict:
+    begin, end = {"line": line, "column": 1}, {"line": line, "column": end_column}
+    return {
+        "check_name": code,
+        "description": f"{code}: {message}",
+        "severity": "major",
+        "fingerprint": fingerprint,
+        "location": {"path": path, "positions": {"begin": begin, "end": end}},
+    }
+
+
+def test_gitlab_report(project: Path) -> None:
+    result = check("--format", "gitlab", ".")
+    assert result.exit_code == 1
+    assert json.loads(result.stdout) == [
+        _issue("PFL201", SAVE_MESSAGE, "0e944ca829c18356", "save.py", 4, 23),
+        _issue("PFL201", SAVE_MESSAGE, "6f18194cedfeeea5", "save.py", 5, 23),
+        _issue("PFL301", SPAWN_MESSAGE, "71e4052dcd685807", "spawn.py", 4, 25),
+    ]
+    assert result.stdout.startswith("[\n  {\n")  # GitLab rejects a byte order mark; the JSON is indented as Ruff's
+    (project / "clean.py").write_text("x = 1\n")
+    assert check("--format", "gitlab", "clean.py").stdout == "[]\n"
+
+
+@pytest.fixture(scope="module")
+def gitlab_validator():
+    from jsonschema import Draft202012Validator
+
+    schema = json.loads((Path(__file__).parent / "gitlab_code_quality.schema.json").read_text())
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)
+
+
+def test_gitlab_report_of_every_fixture_follows_gitlabs_format(gitlab_validator, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+    monkeypatch.delenv("CI_PROJECT_DIR", raising=False)
+    issues = json.loads(check("--select", "ALL", "--format", "gitlab", "fixtures").stdout)
+    assert [error.message for error in gitlab_validator.iter_errors(issues)] == []
+    assert len(issues) == len(json.loads(check("--select", "ALL", "--format", "json", "fixtures").stdout)["diagnostics"])
+    fingerprints = {issue["fingerprint"] for issue in issues}
+    assert len(fingerprints) == len(issues)  # GitLab shows issues with one fingerprint as one
+    # A notebook's finding is placed on the .ipynb's line, and its cell is said in the description.
+    notebook = next(issue for issue in issues if issue["location"]["path"].endswith(".ipynb"))
+    assert set(notebook["location"]) == {"path", "lines"}
+    assert notebook["description"].startswith(f"{notebook['check_name']}: cell ")
+
+
+def _fingerprints(result: Result) -> list[tuple[str, int, str]]:
+    return [(i["location"]["path"], i["location"]["positions"]["begin"]["line"], i["fingerprint"]) for i in json.loads(result.stdout)]
+
+
+def test_gitlab_fingerprints_survive_lines_added_above(project: Path) -> None:
+    before = _fingerprints(check("--format", "gitlab", "."))
+    (project / "save.py").write_text("import os\n\n" + SAVE)
+    (project / "spawn.py").write_text("# spawns\n" + SPAWN)
+    after = _fingerprints(check("--format", "gitlab", "."))
+    assert [(path, line) for path, line, _ in after] == [("save.py", 6), ("save.py", 7), ("spawn.py", 5)]
+    assert [fingerprint for _, _, fingerprint in after] == [fingerprint for _, _, fingerprint in before]
+    # A third copy of the same save is a new issue: the two known ones keep theirs.
+    (project / "save.py").write_text("import os\n\n" + SAVE + "torch.save({}, 'c.pt')\n")
+    third = _fingerprints(check("--format", "gitlab", "save.py"))
+    assert [fingerprint for _, _, fingerprint in third[:2]] == [fingerprint for _, _, fingerprint in before[:2]]
+    assert third[2][2] not in {fingerprint for _, _, fingerprint in before}
+
+
+def test_gitlab_paths_are_relative_to_the_gitlab_project(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """GitLab links a path from the repository's root: in a job, $CI_PROJECT_DIR, wherever the check ran from."""
+    (project / "sub").mkdir()
+    (project / "sub" / "spawn.py").write_text(SPAWN)
+    monkeypatch.chdir(project / "sub")
+    assert [path for path, _, _ in _fingerprints(check("--format", "gitlab", str(project / "sub")))] == ["spawn.py"]
+    monkeypatch.setenv("CI_PROJECT_DIR", str(project))
+    assert [path for path, _, _ in _fingerprints(check("--format", "gitlab", "."))] == ["sub/spawn.py"]
