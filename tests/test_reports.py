@@ -129,3 +129,80 @@ def test_gitlab_paths_are_relative_to_the_gitlab_project(project: Path, monkeypa
     assert [path for path, _, _ in _fingerprints(check("--format", "gitlab", str(project / "sub")))] == ["spawn.py"]
     monkeypatch.setenv("CI_PROJECT_DIR", str(project))
     assert [path for path, _, _ in _fingerprints(check("--format", "gitlab", "."))] == ["sub/spawn.py"]
+
+
+# --- JUnit XML -----------------------------------------------------------------------------------------------------
+
+
+def _xml_attribute(text: str) -> str:
+    return text.replace('"', "&quot;")
+
+
+def test_junit_report(project: Path) -> None:
+    result = check("--format", "junit", ".")
+    assert result.exit_code == 1
+    save, spawn = _xml_attribute(SAVE_MESSAGE), _xml_attribute(SPAWN_MESSAGE)
+    assert result.stdout.splitlines() == [
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        '<testsuites name="pitfall-lint" tests="3" failures="3" errors="0" skipped="0">',
+        '  <testsuite name="save.py" tests="2" failures="2" errors="0" skipped="0">',
+        '    <testcase name="PFL201 unguarded-torch-save at line 4, column 1" classname="save" file="save.py" line="4" column="1">',
+        f'      <failure message="{save}" type="PFL201">save.py:4:1: PFL201 {SAVE_MESSAGE}</failure>',
+        "    </testcase>",
+        '    <testcase name="PFL201 unguarded-torch-save at line 5, column 1" classname="save" file="save.py" line="5" column="1">',
+        f'      <failure message="{save}" type="PFL201">save.py:5:1: PFL201 {SAVE_MESSAGE}</failure>',
+        "    </testcase>",
+        "  </testsuite>",
+        '  <testsuite name="spawn.py" tests="1" failures="1" errors="0" skipped="0">',
+        '    <testcase name="PFL301 missing-main-guard at line 4, column 1" classname="spawn" file="spawn.py" line="4" column="1">',
+        f'      <failure message="{spawn}" type="PFL301">spawn.py:4:1: PFL301 {SPAWN_MESSAGE}</failure>',
+        "    </testcase>",
+        "  </testsuite>",
+        "</testsuites>",
+    ]
+
+
+def test_junit_report_is_read_by_a_junit_consumer(project: Path) -> None:
+    from junitparser import Failure, JUnitXml
+
+    report = JUnitXml.fromstring(check("--format", "junit", ".").stdout)
+    assert (report.tests, report.failures, report.errors, report.skipped) == (3, 3, 0, 0)
+    cases = [(suite.name, case.classname, case.name, case.result) for suite in report for case in suite]
+    assert [(suite, classname, name) for suite, classname, name, _ in cases] == [
+        ("save.py", "save", "PFL201 unguarded-torch-save at line 4, column 1"),
+        ("save.py", "save", "PFL201 unguarded-torch-save at line 5, column 1"),
+        ("spawn.py", "spawn", "PFL301 missing-main-guard at line 4, column 1"),
+    ]
+    failures = [result for *_, results in cases for result in results]
+    assert all(isinstance(failure, Failure) for failure in failures)
+    assert [(failure.type, failure.message) for failure in failures] == [
+        ("PFL201", SAVE_MESSAGE), ("PFL201", SAVE_MESSAGE), ("PFL301", SPAWN_MESSAGE)
+    ]
+
+
+def test_junit_report_of_every_fixture_keeps_each_finding_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A consumer keys a testcase by its suite, class and name (GitLab merges two with one key): each finding has its own."""
+    from junitparser import JUnitXml
+
+    monkeypatch.chdir(REPO)
+    report = JUnitXml.fromstring(check("--select", "ALL", "--format", "junit", "fixtures").stdout)
+    findings = len(json.loads(check("--select", "ALL", "--format", "json", "fixtures").stdout)["diagnostics"])
+    declared = [(report.tests, report.failures)] + [(suite.tests, suite.failures) for suite in report]
+    report.update_statistics()  # junitparser counts the testcases itself
+    assert declared == [(report.tests, report.failures)] + [(suite.tests, suite.failures) for suite in report]
+    assert report.tests == report.failures == findings
+    keys = {(suite.name, case.classname, case.name) for suite in report for case in suite}
+    assert len(keys) == findings
+    notebook = next(case for suite in report if suite.name.endswith(".ipynb") for case in suite)
+    assert " at cell " in notebook.name
+
+
+def test_junit_report_of_a_clean_run_is_one_passing_testcase(project: Path) -> None:
+    from junitparser import JUnitXml
+
+    (project / "clean.py").write_text("x = 1\n")
+    result = check("--format", "junit", "clean.py")
+    assert result.exit_code == 0
+    report = JUnitXml.fromstring(result.stdout)
+    assert (report.tests, report.failures) == (1, 0)
+    assert [(suite.name, case.name, case.is_passed) for suite in report for case in suite] == [("pitfall-lint", "All checks passed", True)]
