@@ -206,3 +206,58 @@ def test_junit_report_of_a_clean_run_is_one_passing_testcase(project: Path) -> N
     report = JUnitXml.fromstring(result.stdout)
     assert (report.tests, report.failures) == (1, 0)
     assert [(suite.name, case.name, case.is_passed) for suite in report for case in suite] == [("pitfall-lint", "All checks passed", True)]
+
+
+# --- Markdown (the GitHub step summary) ----------------------------------------------------------------------------
+
+
+def test_markdown_summary(project: Path) -> None:
+    result = check("--format", "markdown", ".")
+    assert result.exit_code == 1
+    assert result.stdout.splitlines() == [
+        "## pitfall-lint",
+        "",
+        "Found 3 diagnostics in 2 of 2 files checked.",
+        "",
+        "[*] 1 fixable with `--fix` (2 unsafe fixes available with `--fix --unsafe-fixes`).",
+        "",
+        "| Code | Rule | Findings | Fixable with `--fix` |",
+        "| --- | --- | ---: | ---: |",
+        "| PFL201 | unguarded-torch-save | 2 | 0 |",
+        "| PFL301 | missing-main-guard | 1 | 1 |",
+        "",
+        "| Place | Code | Message |",
+        "| --- | --- | --- |",
+        f"| `save.py:4:1` | PFL201 | {SAVE_MESSAGE} |",
+        f"| `save.py:5:1` | PFL201 | {SAVE_MESSAGE} |",
+        f"| `spawn.py:4:1` | PFL301 | {SPAWN_MESSAGE} |",
+    ]
+    (project / "clean.py").write_text("x = 1\n")
+    assert check("--format", "markdown", "clean.py").stdout == "## pitfall-lint\n\nAll checks passed! (1 file checked)\n"
+
+
+def test_markdown_summary_shows_the_first_hundred_findings(project: Path) -> None:
+    """GitHub drops a step summary over 1 MiB: an old codebase's thousands of findings are counted, not listed."""
+    (project / "save.py").write_text(SAVE + "torch.save({}, 'c.pt')\n" * 100)
+    lines = check("--format", "markdown", "save.py").stdout.splitlines()
+    assert lines[2] == "Found 102 diagnostics in 1 of 1 file checked."
+    assert lines[8] == "| PFL201 | unguarded-torch-save | 102 | 0 |"
+    rows = [line for line in lines if line.startswith("| `save.py:")]
+    assert (rows[0].split(" | ")[0], rows[-1].split(" | ")[0], len(rows)) == ("| `save.py:4:1`", "| `save.py:103:1`", 100)
+    assert lines[-2:] == ["", "2 more not shown here."]
+
+
+def test_markdown_keeps_a_message_in_its_cell_and_its_prose_plain() -> None:
+    from io import StringIO
+
+    from pitfall_lint.diagnostic import PARSE_ERROR, Diagnostic
+    from pitfall_lint.report import Report
+    from pitfall_lint.report.markdown import write
+
+    message = "a | b `x|y` on <module '__main__'> [1] *args\nnext"
+    d = Diagnostic("a_b|c.py", 1, 1, PARSE_ERROR.code, PARSE_ERROR.name, 1, 2, "error", message)
+    out = StringIO()
+    write(Report([d], [PARSE_ERROR], 1), out)
+    assert out.getvalue().splitlines()[-1] == (
+        "| `a_b\\|c.py:1:1` | PFL000 | a \\| b `x\\|y` on \\<module '\\_\\_main\\_\\_'\\> \\[1\\] \\*args next |"
+    )

@@ -101,7 +101,7 @@ def place(d: Diagnostic) -> str:
 # Each format's module in this package, imported only when the format is chosen.
 _MODULES = {
     "text": "text", "json": "json_format", "json-lines": "json_lines", "github": "github", "sarif": "sarif",
-    "gitlab": "gitlab", "junit": "junit",
+    "gitlab": "gitlab", "junit": "junit", "markdown": "markdown",
 }
 FORMATS = tuple(_MODULES)
 
