@@ -43,9 +43,15 @@ def test_sarif_loads_libcst_only_to_give_a_fix(args: list[str], loaded: bool) ->
     assert not any(m.split(".")[0] in {"torch", "numpy", "bad", "fixed"} for m in outcome["heavy"])
 
 
-@pytest.mark.parametrize(("output_format", "module"), [("text", "text"), ("json", "json_format"), ("sarif", "sarif")])
-def test_a_format_loads_its_own_writer_only(output_format: str, module: str) -> None:
+@pytest.mark.parametrize(
+    ("output_format", "modules"),
+    [
+        ("text", ["text"]), ("json", ["json_format"]), ("sarif", ["sarif"]), ("gitlab", ["gitlab"]), ("junit", ["junit"]),
+        ("json-lines", ["json_format", "json_lines"]), ("markdown", ["markdown", "text"]),  # what they build on
+    ],
+)
+def test_a_format_loads_its_own_writer_only(output_format: str, modules: list[str]) -> None:
     completed = subprocess.run([sys.executable, "-c", PROBE, "--format", output_format], cwd=REPO, capture_output=True, text=True, check=True)
     outcome = json.loads(completed.stdout)
     assert outcome["exit"] == 1, outcome["output"]
-    assert outcome["writers"] == [f"pitfall_lint.report.{module}"]
+    assert outcome["writers"] == [f"pitfall_lint.report.{module}" for module in modules]
