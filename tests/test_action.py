@@ -118,8 +118,10 @@ def test_check_step_writes_a_markdown_summary_for_the_job_page(tmp_path: Path) -
         "",
         "| Place | Code | Message |",
         "| --- | --- | --- |",
-        "| `train.py:4:1` | PFL201 | `torch.save` runs on every rank, which then overwrite one file; guard it with "
-        "`if dist.get_rank() == 0:` or put the rank in the path |",
+        (
+            "| `train.py:4:1` | PFL201 | `torch.save` runs on every rank, which then overwrite one file; guard it with "
+            "`if dist.get_rank() == 0:` or put the rank in the path |"
+        ),
     ]
 
 

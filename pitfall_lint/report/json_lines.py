@@ -10,5 +10,4 @@ from pitfall_lint.report.json_format import diagnostic
 
 
 def write(report: Report, out: TextIO) -> None:
-    for d in report.diagnostics:
-        out.write(json.dumps(diagnostic(report, d), separators=(",", ":")) + "\n")
+    out.writelines(json.dumps(diagnostic(report, d), separators=(",", ":")) + "\n" for d in report.diagnostics)
