@@ -21,7 +21,7 @@ from pitfall_lint.docs import rule_document
 from pitfall_lint import baseline
 from pitfall_lint.checking import ProjectSettings, check_paths
 from pitfall_lint.files import Excluder, MissingPathError, discover, display_path, existing_paths, special_kind
-from pitfall_lint.report import Report, writers
+from pitfall_lint.report import FORMATS, Report, writer
 from pitfall_lint.rules.base import Rule
 from pitfall_lint.selection import nearest_config, rule_infos, selected_rules
 
@@ -147,7 +147,7 @@ def _load_selection(
 @main.command()
 # readable=False: an unreadable file gets its PFL000 and the others are still checked.
 @click.argument("paths", nargs=-1, type=click.Path(readable=False))
-@click.option("--format", "output_format", type=click.Choice(["text", "json", "github", "sarif"]), default="text", show_default=True, help="Output format.")
+@click.option("--format", "output_format", type=click.Choice(FORMATS), default="text", show_default=True, help="Output format.")
 @_rule_selection
 @click.option("--exclude", multiple=True, help="Glob patterns of files and folders to skip (replaces the configured list).")
 @click.option("--extend-exclude", multiple=True, help="Glob patterns to skip in addition to the configured ones.")
@@ -275,11 +275,11 @@ def check(
     if output_file:
         try:
             with open(output_file, "w", encoding="utf-8") as handle:
-                writers()[output_format](report, handle)
+                writer(output_format)(report, handle)
         except OSError as error:
             _fail(f"{output_file}: cannot write: {error.strerror or error}")
     else:
-        writers()[output_format](report, stream)
+        writer(output_format)(report, stream)
     if errors:
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_FINDINGS if diagnostics and not exit_zero else EXIT_CLEAN)

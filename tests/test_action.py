@@ -49,10 +49,12 @@ def _workspace(tmp_path: Path) -> Path:
 
 def _environment(tmp_path: Path) -> dict[str, str]:
     """This environment's pitfall-lint first on PATH, standing in for the install step."""
-    output = tmp_path / "github-output"
+    output, summary = tmp_path / "github-output", tmp_path / "step-summary"
     output.write_text("")
+    summary.write_text("")
     bin_dir = os.path.dirname(sys.executable)
-    return {**os.environ, "PATH": bin_dir + os.pathsep + os.environ["PATH"], "GITHUB_OUTPUT": str(output)}
+    path = bin_dir + os.pathsep + os.environ["PATH"]
+    return {**os.environ, "PATH": path, "GITHUB_OUTPUT": str(output), "GITHUB_STEP_SUMMARY": str(summary)}
 
 
 def _sarif_paths(path: Path) -> list[str]:
@@ -80,7 +82,8 @@ def test_readme_uses_the_action_by_a_path_that_needs_no_tag() -> None:
     assert [step["uses"] for step in with_action] == ["actions/checkout@v4", "./tools/pitfall-lint"]
 
 
-def test_check_step_reports_the_workspace_and_never_the_vendored_copy(tmp_path: Path) -> None:
+def _run_check_step(tmp_path: Path) -> tuple[Path, dict[str, str], subprocess.CompletedProcess[str]]:
+    """The action's check step with its inputs' defaults, run as GitHub runs it, in a workspace with one bad file."""
     action = _action()
     workspace = _workspace(tmp_path)
     script = next(step["run"] for step in action["runs"]["steps"] if step.get("id") == "check")
@@ -88,11 +91,38 @@ def test_check_step_reports_the_workspace_and_never_the_vendored_copy(tmp_path: 
     values["github.action_path"] = str(workspace / _vendored_path())
     script = re.sub(r"\$\{\{\s*([\w.-]+)\s*\}\}", lambda m: values[m[1]], script)
     env = _environment(tmp_path)
-    result = subprocess.run(["bash", "-c", script], cwd=workspace, env=env, capture_output=True, text=True, timeout=120)
+    return workspace, env, subprocess.run(["bash", "-c", script], cwd=workspace, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_check_step_reports_the_workspace_and_never_the_vendored_copy(tmp_path: Path) -> None:
+    workspace, env, result = _run_check_step(tmp_path)
     assert result.returncode == 0, result.stderr  # findings are exit 1: the later step decides to fail the job
     assert Path(env["GITHUB_OUTPUT"]).read_text() == "exit-code=1\n"
     assert _sarif_paths(workspace / "pitfall-lint.sarif") == ["train.py"]
     assert [line.split(",")[0] for line in result.stdout.splitlines()] == ["::error file=train.py"]
+
+
+def test_check_step_writes_a_markdown_summary_for_the_job_page(tmp_path: Path) -> None:
+    _, env, result = _run_check_step(tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert Path(env["GITHUB_STEP_SUMMARY"]).read_text().splitlines() == [
+        "## pitfall-lint",
+        "",
+        "Found 1 diagnostic in 1 of 1 file checked.",
+        "",
+        "1 unsafe fix available with `--fix --unsafe-fixes`.",
+        "",
+        "| Code | Rule | Findings | Fixable with `--fix` |",
+        "| --- | --- | ---: | ---: |",
+        "| PFL201 | unguarded-torch-save | 1 | 0 |",
+        "",
+        "| Place | Code | Message |",
+        "| --- | --- | --- |",
+        (
+            "| `train.py:4:1` | PFL201 | `torch.save` runs on every rank, which then overwrite one file; guard it with "
+            "`if dist.get_rank() == 0:` or put the rank in the path |"
+        ),
+    ]
 
 
 def test_readme_steps_without_the_action_run_as_written(tmp_path: Path) -> None:

@@ -16,7 +16,8 @@ from click.testing import CliRunner
 from pitfall_lint.cli import main
 result = CliRunner().invoke(main, ["check", "--select", "ALL", "fixtures", *sys.argv[1:]])
 heavy = sorted(m for m in sys.modules if m.split(".")[0] in {"torch", "libcst", "numpy", "bad", "fixed"})
-print(json.dumps({"exit": result.exit_code, "heavy": heavy, "output": result.output[-300:]}))
+writers = sorted(m for m in sys.modules if m.startswith("pitfall_lint.report."))
+print(json.dumps({"exit": result.exit_code, "heavy": heavy, "writers": writers, "output": result.output[-300:]}))
 """
 
 
@@ -40,3 +41,17 @@ def test_sarif_loads_libcst_only_to_give_a_fix(args: list[str], loaded: bool) ->
     assert outcome["exit"] == 1, outcome["output"]
     assert any(m.startswith("libcst") for m in outcome["heavy"]) is loaded
     assert not any(m.split(".")[0] in {"torch", "numpy", "bad", "fixed"} for m in outcome["heavy"])
+
+
+@pytest.mark.parametrize(
+    ("output_format", "modules"),
+    [
+        ("text", ["text"]), ("json", ["json_format"]), ("sarif", ["sarif"]), ("gitlab", ["gitlab"]), ("junit", ["junit"]),
+        ("json-lines", ["json_format", "json_lines"]), ("markdown", ["markdown", "text"]),  # what they build on
+    ],
+)
+def test_a_format_loads_its_own_writer_only(output_format: str, modules: list[str]) -> None:
+    completed = subprocess.run([sys.executable, "-c", PROBE, "--format", output_format], cwd=REPO, capture_output=True, text=True, check=True)
+    outcome = json.loads(completed.stdout)
+    assert outcome["exit"] == 1, outcome["output"]
+    assert outcome["writers"] == [f"pitfall_lint.report.{module}" for module in modules]

@@ -169,7 +169,7 @@ def test_statistics_as_json(fixable: Path) -> None:
     ]
 
 
-@pytest.mark.parametrize("output_format", ["github", "sarif"])
+@pytest.mark.parametrize("output_format", ["github", "sarif", "json-lines", "gitlab", "junit", "markdown"])
 def test_statistics_in_a_format_without_them_is_a_usage_error(project: Path, output_format: str) -> None:
     result = CliRunner().invoke(main, ["check", "--no-cache", "--statistics", "--format", output_format, "save.py"])
     assert (result.exit_code, result.stdout) == (2, "")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -91,7 +92,20 @@ def in_cell(d: Diagnostic) -> str:
     return f"cell {d.cell}, line {d.line}, column {d.column}"
 
 
-def writers() -> dict[str, Writer]:
-    from pitfall_lint.report import github, json_format, sarif, text
+def place(d: Diagnostic) -> str:
+    """Where a finding is, as the text format says it: 'save.py:4:1', 'nb.ipynb:cell 1:4:1'."""
+    cell = f"cell {d.cell}:" if d.cell is not None else ""
+    return f"{d.path}:{cell}{d.line}:{d.column}"
 
-    return {"text": text.write, "json": json_format.write, "github": github.write, "sarif": sarif.write}
+
+# Each format's module in this package, imported only when the format is chosen.
+_MODULES = {
+    "text": "text", "json": "json_format", "json-lines": "json_lines", "github": "github", "sarif": "sarif",
+    "gitlab": "gitlab", "junit": "junit", "markdown": "markdown",
+}
+FORMATS = tuple(_MODULES)
+
+
+def writer(output_format: str) -> Writer:
+    write: Writer = importlib.import_module(f"{__name__}.{_MODULES[output_format]}").write
+    return write

@@ -22,15 +22,16 @@ def _fix(report: Report, d: Diagnostic) -> dict[str, Any] | None:
     return {"applicability": applicability, "message": report.rule_of[d.code].hint or None}
 
 
+def diagnostic(report: Report, d: Diagnostic) -> dict[str, Any]:
+    """One finding as JSON: an item of the JSON format's `diagnostics`, a line of JSON Lines."""
+    return {**{key: getattr(d, key) for key in _FIELDS}, "fix": _fix(report, d), "related": [asdict(r) for r in d.related]}
+
+
 def write(report: Report, out: TextIO) -> None:
     document: Any
     if report.statistics:
         document = [asdict(row) for row in statistics(report)]
     else:
-        diagnostics = [
-            {**{key: getattr(d, key) for key in _FIELDS}, "fix": _fix(report, d), "related": [asdict(r) for r in d.related]}
-            for d in report.diagnostics
-        ]
-        document = {"version": __version__, "diagnostics": diagnostics}
+        document = {"version": __version__, "diagnostics": [diagnostic(report, d) for d in report.diagnostics]}
     json.dump(document, out, indent=2)
     out.write("\n")

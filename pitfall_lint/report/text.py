@@ -8,7 +8,7 @@ from typing import TextIO
 import click
 
 from pitfall_lint.diagnostic import Diagnostic
-from pitfall_lint.report import Report, statistics
+from pitfall_lint.report import Report, place, statistics
 
 
 def _style(text: str, color: bool, **style: object) -> str:
@@ -49,16 +49,28 @@ def _fix_mark(color: bool) -> str:
     return f"[{_style('*', color, fg='cyan')}]"
 
 
-def _fixes_summary(report: Report) -> str:
+def _fixes_summary(report: Report, color: bool) -> str:
     """Ruff's line under the count: how many `--fix` would fix, and how many more only with `--unsafe-fixes`."""
     fixable = sum(map(report.fixable, report.diagnostics))
     held_back = report.held_back_fixes()
     unsafe = f"{_counted(held_back, 'unsafe fix', 'unsafe fixes')} available with `--fix --unsafe-fixes`"
     if fixable and held_back:
-        return f"{_fix_mark(report.color)} {fixable} fixable with `--fix` ({unsafe}).\n"
+        return f"{_fix_mark(color)} {fixable} fixable with `--fix` ({unsafe}).\n"
     if fixable:
-        return f"{_fix_mark(report.color)} {fixable} fixable with `--fix`.\n"
+        return f"{_fix_mark(color)} {fixable} fixable with `--fix`.\n"
     return f"{unsafe}.\n" if held_back else ""
+
+
+def summary(report: Report, color: bool = False) -> str:
+    """The lines under the findings: how many in how many files, and what `--fix` would fix; or that all passed."""
+    count = len(report.diagnostics)
+    hidden = report.hidden_by_baseline
+    baseline = f"; {_counted(hidden, 'finding')} hidden by the baseline" if hidden else ""
+    checked = f"{_counted(report.files_checked, 'file')} checked{baseline}"
+    if not count:
+        return f"All checks passed! ({checked})\n"
+    files = len({d.path for d in report.diagnostics})
+    return f"Found {_counted(count, 'diagnostic')} in {files} of {checked}.\n" + _fixes_summary(report, color)
 
 
 def write(report: Report, out: TextIO) -> None:
@@ -72,19 +84,9 @@ def write(report: Report, out: TextIO) -> None:
         return
     hints = {rule.code: rule.hint for rule in report.rules}
     for d in report.diagnostics:
-        cell = f"cell {d.cell}:" if d.cell is not None else ""
-        location = _style(f"{d.path}:{cell}{d.line}:{d.column}:", color, bold=True)
+        location = _style(f"{place(d)}:", color, bold=True)
         mark = f" {_fix_mark(color)}" if report.fixable(d) else ""
         out.write(f"{location} {_style(d.code, color, fg='red', bold=True)}{mark} {d.message}\n")
         if report.show_source and d.cell is None:
             out.writelines(line + "\n" for line in _source(d, hints.get(d.code, ""), color))
-    count = len(report.diagnostics)
-    hidden = report.hidden_by_baseline
-    baseline = f"; {_counted(hidden, 'finding')} hidden by the baseline" if hidden else ""
-    checked = f"{_counted(report.files_checked, 'file')} checked{baseline}"
-    if count:
-        files = len({d.path for d in report.diagnostics})
-        out.write(f"Found {_counted(count, 'diagnostic')} in {files} of {checked}.\n")
-        out.write(_fixes_summary(report))
-    else:
-        out.write(f"All checks passed! ({checked})\n")
+    out.write(summary(report, color))
