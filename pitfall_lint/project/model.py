@@ -838,6 +838,21 @@ class ProjectModel:
                     return [self.display(path), line]
         return None
 
+    def bare_checkpoint_load(self, name: str) -> Evidence | None:
+        """Where the project loads a checkpoint of this file name into a model that does not hold the wrapper on
+        every path (a bare model, where the `module.` keys of a wrapper's save do not fit), if it does."""
+
+        def compute() -> Evidence | None:
+            literal = max(name.split("*"), key=len).encode()  # every file that can spell the name holds it
+            for path in self._files_with((b"load_state_dict",), (literal,)):
+                summary = self.summary(path)
+                for loaded, line in summary.bare_loads if summary else ():
+                    if same_checkpoint(loaded, name):
+                        return [self.display(path), line]
+            return None
+
+        return self._memoised(("bare-checkpoint-load", name), compute)  # type: ignore[return-value]
+
     def _files_saving_wrappers(self) -> list[str]:
         def compute() -> list[str]:
             with_words = self._files_with((b"state_dict",), (b"save",))
@@ -921,6 +936,7 @@ _QUESTIONS = {
     "has-callers": "has_callers",
     "every-rank-caller": "every_rank_caller",
     "wrapper-checkpoint": "wrapper_checkpoint",
+    "bare-checkpoint-load": "bare_checkpoint_load",
     "launches": "launches",
     "spawn-site": "spawn_site",
     "spawned-signature": "spawned_signature",
@@ -1004,6 +1020,9 @@ class ProjectView:
 
     def wrapper_checkpoint(self, name: str) -> Evidence | None:
         return self._ask("wrapper-checkpoint", name)  # type: ignore[return-value]
+
+    def bare_checkpoint_load(self, name: str) -> Evidence | None:
+        return self._ask("bare-checkpoint-load", name)  # type: ignore[return-value]
 
     def spawn_site(self, function: Definition, ancestors: Sequence[ast.AST]) -> Evidence | None:
         return self._ask("spawn-site", self.path, definition_name(function, ancestors))  # type: ignore[return-value]

@@ -19,11 +19,11 @@ from pitfall_lint.analysis.distributed import SETUP_NODES, SPAWNERS, may_set_up_
 from pitfall_lint.analysis.modules import creates_parameters, method_kind, same_module
 from pitfall_lint.analysis.ranks import depends_on_rank, is_locally_restricted
 from pitfall_lint.analysis.scopes import FUNCTIONS, decorator_names, definition_name, enclosing_function, local_value, scope_path, self_name
-from pitfall_lint.analysis.wrappers import checkpoint_key, saved_wrapper_states
+from pitfall_lint.analysis.wrappers import checkpoint_key, loaded_checkpoint, saved_wrapper_states, wrapper_receiving
 from pitfall_lint.context import FileContext
 from pitfall_lint.traversal import Handler, traverse
 
-FORMAT = 7  # bump when a field changes: cached summaries of another format are computed afresh
+FORMAT = 8  # bump when a field changes: cached summaries of another format are computed afresh
 
 UNKNOWN = "?"  # a wrapped or returned module whose class cannot be told from the source
 _DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.data_parallel"})
@@ -113,6 +113,7 @@ class FileSummary:
     spawns: tuple[tuple[str, int], ...] = ()  # (ref of the spawned function, line)
     wrapper_saves: tuple[tuple[str, int], ...] = ()  # (checkpoint file name pattern, line)
     signatures: tuple[Signature, ...] = ()
+    bare_loads: tuple[tuple[str, int], ...] = ()  # (checkpoint file name pattern, line) loaded into no sure wrapper
 
     def to_row(self) -> list[object]:
         """Plain lists for the JSON cache."""
@@ -122,7 +123,7 @@ class FileSummary:
     def from_row(row: list) -> FileSummary:
         if row[0] != FORMAT:
             raise ValueError("another summary format")
-        classes, functions, imports, returns, calls, wraps, distributed, spawns, saves, signatures = row[1:]
+        classes, functions, imports, returns, calls, wraps, distributed, spawns, saves, signatures, bare_loads = row[1:]
 
         def pairs(rows: list) -> tuple[tuple[Any, Any], ...]:
             return tuple((a, b) for a, b in rows)
@@ -147,6 +148,7 @@ class FileSummary:
                 Signature(name, line, kind, tuple(positional), defaults, varargs, tuple(keywords), tuple(unread), decorated)
                 for name, line, kind, positional, defaults, varargs, keywords, unread, decorated in signatures
             ),
+            bare_loads=pairs(bare_loads),
         )
 
 
@@ -289,6 +291,7 @@ class _Builder:
         self.wraps: list[WrapSite] = []
         self.spawns: list[tuple[str, int]] = []
         self.saves: list[tuple[str, int]] = []
+        self.bare_loads: list[tuple[str, int]] = []
         self.setups: list[tuple[str, int]] = []
         # A module-level function or a method of a module-level class (what can be started in a process), with
         # the names read anywhere in it (decorators and defaults included), gathered by the one walk.
@@ -406,6 +409,10 @@ class _Builder:
             key = checkpoint_key(ctx, node.args[1], ancestors)
             if key is not None:
                 self.saves.append((key, node.lineno))
+        elif isinstance(node.func, ast.Attribute) and node.func.attr == "load_state_dict" and node.args:
+            key = loaded_checkpoint(ctx, node.args[0], ancestors, node.lineno)
+            if key is not None and wrapper_receiving(ctx, node, ancestors) is None:
+                self.bare_loads.append((key, node.lineno))
         elif qualified:
             framework = _framework_wrap(qualified, node, reader, ancestors)
             if framework is not None:
@@ -479,6 +486,7 @@ class _Builder:
             spawns=tuple(self.spawns),
             wrapper_saves=tuple(self.saves),
             signatures=tuple(_signature(*signed) for signed in self.signed.values()),
+            bare_loads=tuple(self.bare_loads),
         )
 
 
