@@ -184,6 +184,12 @@ CASES = {
             if dist.get_rank() == 0:
                 torch.save(model.state_dict(), "best.pt")  # expect: PFL203
     """,
+    "lenient-load-into-the-wrapper-itself": """
+        def train(net):
+            model = nn.DataParallel(net)
+            model.load_state_dict(torch.load("pretrained.pt"), strict=False)
+            torch.save(model.state_dict(), "ckpt.pt")  # expect: PFL203
+    """,
     "local-function-named-save": """
         def save(obj, path):
             pass
@@ -192,6 +198,26 @@ CASES = {
             save(model.state_dict(), "ckpt.pt")
     """,
 }
+
+
+# strict=False after the loading function strips the prefix itself: the keys fit the bare model.
+STRIPPED = {
+    "slice": "{k[7:]: v for k, v in state.items()}",
+    "slice-of-the-prefix-length": '{k[len("module."):]: v for k, v in state.items()}',
+    "replace": '{k.replace("module.", ""): v for k, v in state.items()}',
+    "removeprefix": '{k.removeprefix("module."): v for k, v in state.items()}',
+    "torch-helper": 'consume_prefix_in_state_dict_if_present(state, "module.") or state',
+}
+for spelling, stripped in STRIPPED.items():
+    CASES[f"lenient-load-after-the-prefix-is-stripped-{spelling}"] = f"""
+        from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present
+        def evaluate(net):
+            state = torch.load("ckpt.pt")
+            net.load_state_dict({stripped}, strict=False)
+        def train(net):
+            model = nn.DataParallel(net)
+            torch.save(model.state_dict(), "ckpt.pt")  # expect: PFL203
+    """
 
 
 @pytest.mark.parametrize("name", CASES)

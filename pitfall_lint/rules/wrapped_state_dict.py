@@ -24,6 +24,7 @@ from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import Rule
 
 _PREFIX_STRIPPERS = frozenset({"consume_prefix_in_state_dict_if_present"})
+_PREFIX_LENGTH = len("module.")  # `k[7:]`
 # A helper that takes the model and the checkpoint's path and loads one into the other (`restart_from_checkpoint`).
 _LOADER_NAME = re.compile(r"load|resume|restore|restart", re.IGNORECASE)
 
@@ -92,12 +93,13 @@ class WrappedStateDict(Rule):
                 )
         if reported:
             for call, ancestors in self._lenient_loads:
-                self.report(
-                    call,
-                    "`load_state_dict(..., strict=False)` in a file that saves `module.`-prefixed checkpoints: when the keys "
-                    "carry the prefix nothing is loaded and no error is raised; strip it with "
-                    "`torch.nn.modules.utils.consume_prefix_in_state_dict_if_present(state, \"module.\")`",
-                )
+                if wrapper_receiving(self.ctx, call, ancestors) is None and not self._strips_prefix(ancestors):
+                    self.report(
+                        call,
+                        "`load_state_dict(..., strict=False)` in a file that saves `module.`-prefixed checkpoints: when the keys "
+                        "carry the prefix nothing is loaded and no error is raised; strip it with "
+                        "`torch.nn.modules.utils.consume_prefix_in_state_dict_if_present(state, \"module.\")`",
+                    )
             return  # the saves themselves are reported; the file's own loads follow from them
         if self._saves:
             return  # read back into the wrapper that saved them: the file's loads are of its own checkpoints
@@ -170,10 +172,13 @@ class WrappedStateDict(Rule):
         return None
 
     def _strips_prefix(self, ancestors: list[ast.AST]) -> bool:
-        """Whether the loading code handles the prefix itself: a `module.` string, or torch's prefix stripper."""
+        """Whether the loading code handles the prefix itself: a `module.` string (`k.replace("module.", "")`,
+        `k.removeprefix("module.")`), a cut of its length (`k[7:]`), or torch's prefix stripper."""
         function = enclosing_function(ancestors)
         for node in walk_same_scope(function.body if function is not None else self.ctx.tree.body):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and "module." in node.value:
+                return True
+            if isinstance(node, ast.Slice) and isinstance(node.lower, ast.Constant) and node.lower.value == _PREFIX_LENGTH:
                 return True
             if isinstance(node, ast.Call) and (self.ctx.qualified_name(node.func, ancestors) or "").rpartition(".")[2] in _PREFIX_STRIPPERS:
                 return True
