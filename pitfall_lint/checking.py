@@ -66,8 +66,11 @@ def project_model(
         folder = os.path.commonpath([os.path.dirname(os.path.abspath(p)) for p in members])
         return ProjectModel(folder, members, settings.data_parallel, store, contents, target=settings.target)
     # What the walk could not read is reported by the check of the files named, if at all: no second warning.
-    files = discover([str(root)], settings.excluder, lambda _: None)
-    return ProjectModel(str(root), [*files, *members], settings.data_parallel, store, contents, target=settings.target)
+    documents: list[str] = []
+    files = discover([str(root)], settings.excluder, lambda _: None, documents=documents)
+    return ProjectModel(
+        str(root), [*files, *members], settings.data_parallel, store, contents, target=settings.target, documents=documents
+    )
 
 
 def _share_project_facts(model: ProjectModel, store: SummaryStore) -> None:

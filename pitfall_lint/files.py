@@ -17,6 +17,9 @@ NAMED_PYTHON_SUFFIXES = (*PYTHON_SUFFIXES, ".pyi", ".pyw")
 # `#!/usr/bin/env python3`, `#!/usr/bin/python3.11 -u`, `#! python`, `#!/usr/bin/env -S pypy3`: the first line only.
 _PYTHON_SHEBANG = re.compile(rb"#!(?:[^\n]*[\s/])?(?:python|pypy)[0-9.]*(?:\s|$)")
 _SHEBANG_LENGTH = 4096
+# Where launch commands are written (read by project/launches.py): shell scripts, Makefiles, the documentation.
+_LAUNCH_DOCUMENT_SUFFIXES = (".sh", ".bash", ".mk", ".md", ".rst")
+_LAUNCH_DOCUMENT_NAMES = frozenset({"Makefile", "makefile", "GNUmakefile"})
 # Never ours to check: version control, virtual environments, caches and build output.
 DEFAULT_EXCLUDED_DIRECTORIES = frozenset(
     {
@@ -123,7 +126,14 @@ def _is_python(path: str) -> bool:
     return _PYTHON_SHEBANG.match(first_line) is not None
 
 
-def _walk(folder: str, excluder: Excluder, warn: Warn) -> Iterator[str]:
+def is_launch_document(name: str) -> bool:
+    """Whether a file of this name can hold commands that launch the project's scripts."""
+    return name.endswith(_LAUNCH_DOCUMENT_SUFFIXES) or name in _LAUNCH_DOCUMENT_NAMES
+
+
+def _walk(folder: str, excluder: Excluder, warn: Warn, documents: list[str] | None = None) -> Iterator[str]:
+    """The Python files under the folder; `documents`, when given, gets the launch documents the walk meets
+    (see project/launches.py), read by no other walk."""
     pending = [(folder, excluder.git.rules_above(folder) if excluder.git is not None else None)]
     while pending:
         directory, above = pending.pop()
@@ -151,6 +161,10 @@ def _walk(folder: str, excluder: Excluder, warn: Warn) -> Iterator[str]:
                 # A link to a folder is not followed, as in os.walk; a broken link is kept, as a loop is.
                 if not linked_folder and (regular or _keep(entry.path, warn)):
                     yield str(Path(entry.path))  # `./a.py` and `a.py` are one file
+            elif documents is not None and is_launch_document(name) and not excluder.matches(entry.path) and entry.is_file():
+                # Read, never checked: git is not asked about a document in a folder it keeps (asking it for each
+                # document made the walk a third slower on diffusers).
+                documents.append(str(Path(entry.path)))
         pending.extend(reversed(subdirectories))  # depth first, in name order
 
 
@@ -166,15 +180,18 @@ def existing_paths(paths: Sequence[str], warn: Warn) -> list[str]:
     return existing
 
 
-def discover(paths: Sequence[str], excluder: Excluder, warn: Warn, force_exclude: bool = False) -> list[str]:
+def discover(
+    paths: Sequence[str], excluder: Excluder, warn: Warn, force_exclude: bool = False, documents: list[str] | None = None
+) -> list[str]:
     """Files to check, in a stable order. Named files are checked even when excluded, unless forced.
-    What is not a regular file (a named pipe, a device) or not Python is skipped with a warning."""
+    What is not a regular file (a named pipe, a device) or not Python is skipped with a warning. `documents`: see
+    _walk."""
     found: dict[str, None] = {}
     for raw in paths:
         if force_exclude and excluder.excludes(raw):
             continue
         if os.path.isdir(raw):
-            found.update((path, None) for path in _walk(raw, excluder, warn))
+            found.update((path, None) for path in _walk(raw, excluder, warn, documents))
         elif not _keep(raw, warn):
             continue
         elif _is_python(raw):
