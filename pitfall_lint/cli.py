@@ -422,6 +422,19 @@ def list_rules(output_format: str) -> None:
 
 
 @main.command()
+@_one_line_errors
+def server() -> None:
+    """Run the language server for editors, speaking LSP on stdin and stdout."""
+    try:
+        from pitfall_lint.server.protocol import serve
+    except ImportError as error:
+        if (error.name or "").partition(".")[0] not in ("pygls", "lsprotocol"):
+            raise
+        _fail('the language server needs pygls: pip install "pitfall-lint[server]"')
+    sys.exit(serve())
+
+
+@main.command()
 @click.argument("rule")
 def explain(rule: str) -> None:
     """Print the document of RULE (a code such as PFL101, or a name)."""
