@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pitfall_lint import pool
 from pitfall_lint.cache import ResultCache
-from pitfall_lint.config import TargetVersion
+from pitfall_lint.config import Config, TargetVersion
 from pitfall_lint.engine import Engine, FileResult
 from pitfall_lint.files import Excluder, discover
 from pitfall_lint.project.layout import find_project_root
@@ -30,6 +30,12 @@ class ProjectSettings:
     data_parallel: DataParallelMode = "auto"
     root: Path | None = None  # --project-root: one root for every file; else each file's nearest marker
     target: TargetVersion | None = None  # the projects' oldest Python, when known
+
+    @classmethod
+    def configured(cls, config: Config) -> ProjectSettings:
+        """As the configuration alone sets them, with no command line to change them (the language server)."""
+        excluder = Excluder([*config.exclude, *config.extend_exclude], config.root, config.respect_gitignore)
+        return cls(excluder, config.data_parallel, None, config.target)  # type: ignore[arg-type]
 
 
 @dataclass
@@ -98,14 +104,17 @@ def check_paths(
     cache_root: Path,
     use_cache: bool,
     contents: Mapping[str, bytes] | None = None,
+    store: SummaryStore | None = None,
 ) -> CheckRun:
     """Results in the order of `paths`. The files of every project share one pool: a small project found inside a
     large one (its own setup.py) is checked beside it, not after it. `contents`, by path as given, stand in for
-    those files on disk (stdin read as a file): checked, and seen by their project, as they are, never cached."""
+    those files on disk (stdin read as a file, an editor's buffers): checked, and seen by their project, as they
+    are, never cached. `store` keeps the summaries of the projects' files from one run to the next (the language
+    server's, in memory); by default they are the cache's."""
     target = settings.target  # the syntax a file may use depends on it
     varying = [settings.data_parallel, [*target.version, target.source] if target is not None else None]
     cache = ResultCache(cache_root, [rule.info.code for rule in rules], varying) if use_cache else None
-    store = SummaryStore(cache.folder if cache is not None else None)
+    store = store if store is not None else SummaryStore(cache.folder if cache is not None else None)
     run = CheckRun([], contents=contents or {})
     results: dict[str, FileResult] = {}
     pending: dict[str, _Pending] = {}

@@ -15,7 +15,7 @@ from typing import NoReturn
 import click
 
 from pitfall_lint import __version__
-from pitfall_lint.config import Config, ConfigError, matches
+from pitfall_lint.config import Config, ConfigError
 from pitfall_lint.diagnostic import PARSE_ERROR, Diagnostic
 from pitfall_lint.docs import rule_document
 from pitfall_lint import baseline
@@ -23,7 +23,7 @@ from pitfall_lint.checking import ProjectSettings, check_paths
 from pitfall_lint.files import Excluder, MissingPathError, discover, display_path, existing_paths, special_kind
 from pitfall_lint.report import FORMATS, Report, writer
 from pitfall_lint.rules.base import Rule
-from pitfall_lint.selection import nearest_config, rule_infos, selected_rules
+from pitfall_lint.selection import nearest_config, reported, rule_infos, selected_rules
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as Ruff and the shells exit on Ctrl-C
@@ -245,10 +245,7 @@ def check(
         if result.internal_error:
             errors += 1
             click.echo(f"error: {result.path}: {result.internal_error}", err=True)
-        skipped = config.ignored_at(result.path)
-        diagnostics.extend(
-            d for d in result.diagnostics if not (d.code == PARSE_ERROR.code and matches(d.code, ignored)) and not matches(d.code, skipped)
-        )
+        diagnostics.extend(reported(result.diagnostics, result.path, config, ignored))
     diagnostics.sort()
     if write_baseline_path:
         try:
@@ -422,6 +419,19 @@ def list_rules(output_format: str) -> None:
             f"{i.code:<7} {i.name:<{width}} {default:<7} {i.severity:<8} {verify:<6} {i.fix or '-':<6} {state:<7} "
             f"{first_run[i.code]:<{first_run_width}} {i.summary}"
         )
+
+
+@main.command()
+@_one_line_errors
+def server() -> None:
+    """Run the language server for editors, speaking LSP on stdin and stdout."""
+    try:
+        from pitfall_lint.server.protocol import serve
+    except ImportError as error:
+        if (error.name or "").partition(".")[0] not in ("pygls", "lsprotocol"):
+            raise
+        _fail('the language server needs pygls: pip install "pitfall-lint[server]"')
+    sys.exit(serve())
 
 
 @main.command()

@@ -5,12 +5,12 @@ One place for `check`, `verify` and the flake8 plugin, so that each runs the rul
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
 from pitfall_lint.config import Config, check_codes, find_pyproject, load_config, matches
-from pitfall_lint.diagnostic import PARSE_ERROR, RuleInfo
+from pitfall_lint.diagnostic import PARSE_ERROR, Diagnostic, RuleInfo
 from pitfall_lint.rules import all_rules
 from pitfall_lint.rules.base import Rule
 
@@ -62,3 +62,12 @@ def selected_rules(
         list(ignore_all),
         [rule.info.code for rule in enabled_rules if rule in held_back and rule.info.code in named],
     )
+
+
+def reported(diagnostics: Iterable[Diagnostic], path: str, config: Config, ignored: Sequence[str]) -> list[Diagnostic]:
+    """The findings of the file at `path` that the configuration lets through: its per-file-ignores take out any
+    code, and an ignore selector takes out PFL000 too, which the engine reports whatever rules run."""
+    skipped = config.ignored_at(path)
+    return [
+        d for d in diagnostics if not (d.code == PARSE_ERROR.code and matches(d.code, ignored)) and not matches(d.code, skipped)
+    ]

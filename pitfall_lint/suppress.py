@@ -22,3 +22,16 @@ def suppressed_codes(line: str) -> frozenset[str] | None:
 def is_suppressed(code: str, line: str) -> bool:
     codes = suppressed_codes(line)
     return codes is not None and (not codes or code in codes)
+
+
+def with_noqa(line: str, code: str) -> str | None:
+    """The line (without its end) with `code` added to its `# noqa: ...` codes, else with `  # noqa: CODE` at its
+    end; None where no comment can go: after a backslash that continues the line."""
+    match = _NOQA.search(line) if "noqa" in line.lower() else None
+    if match is not None and match.group("codes"):
+        end = match.end("codes")
+        return f"{line[:end]}, {code}{line[end:]}"
+    code_part = line.rstrip()
+    if code_part.endswith("\\"):
+        return None
+    return f"{code_part}  # noqa: {code}"
