@@ -16,7 +16,7 @@ import click
 
 from pitfall_lint import __version__
 from pitfall_lint.config import Config, ConfigError, matches
-from pitfall_lint.diagnostic import PARSE_ERROR, Diagnostic
+from pitfall_lint.diagnostic import PARSE_ERROR, SUPPRESSION_CHECKS, Diagnostic
 from pitfall_lint.docs import rule_document
 from pitfall_lint import baseline
 from pitfall_lint.checking import ProjectSettings, check_paths
@@ -133,15 +133,15 @@ def _load_selection(
     ignore: tuple[str, ...],
     preview: bool | None,
     start: Path | None = None,
-) -> tuple[Config, list[type[Rule]], list[str]]:
+) -> tuple[Config, list[type[Rule]], tuple[str, ...]]:
     """The configuration (the nearest to `start`, by default the current folder), the rules it and the command line
-    select, and the ignored selectors; raises ConfigError. A preview rule named by its code while preview is off gets
-    a warning, as in Ruff."""
+    select, and the engine's own codes they leave out; raises ConfigError. A preview rule named by its code while
+    preview is off gets a warning, as in Ruff."""
     config = nearest_config(config_path, start)
     selection = selected_rules(config, _split(select) or None, _split(extend_select), _split(ignore), preview)
     for code in selection.preview_not_run:
         _warn(f"{code} is a preview rule; add --preview to run it")
-    return config, selection.rules, selection.ignored
+    return config, selection.rules, selection.left_out
 
 
 @main.command()
@@ -200,7 +200,7 @@ def check(
     stdin_path = _stdin_path(paths, stdin_filename)
     try:
         start = Path(os.path.abspath(stdin_path)).parent if stdin_path else None  # stdin's configuration is its file's
-        config, rules, ignored = _load_selection(config_path, select, extend_select, ignore, preview, start)
+        config, rules, left_out = _load_selection(config_path, select, extend_select, ignore, preview, start)
         patterns = [*(_split(exclude) or config.exclude), *config.extend_exclude, *_split(extend_exclude)]
         excluder = Excluder(patterns, config.root, config.respect_gitignore if respect_gitignore is None else respect_gitignore)
         requested = paths or (".",)
@@ -245,10 +245,8 @@ def check(
         if result.internal_error:
             errors += 1
             click.echo(f"error: {result.path}: {result.internal_error}", err=True)
-        skipped = config.ignored_at(result.path)
-        diagnostics.extend(
-            d for d in result.diagnostics if not (d.code == PARSE_ERROR.code and matches(d.code, ignored)) and not matches(d.code, skipped)
-        )
+        skipped = (*config.ignored_at(result.path), *left_out)
+        diagnostics.extend(d for d in result.diagnostics if not matches(d.code, skipped))
     diagnostics.sort()
     if write_baseline_path:
         try:
@@ -265,7 +263,7 @@ def check(
         except baseline.BaselineError as error:
             _fail(str(error))
         hidden, diagnostics = len(diagnostics) - len(fresh), fresh
-    infos = [PARSE_ERROR, *(rule.info for rule in rules)]
+    infos = [PARSE_ERROR, *SUPPRESSION_CHECKS, *(rule.info for rule in rules)]
     stream = sys.stderr if stdin_path and fix else sys.stdout
     color = output_file is None and stream.isatty() and "NO_COLOR" not in os.environ
     report = Report(
