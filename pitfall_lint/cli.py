@@ -16,7 +16,7 @@ import click
 
 from pitfall_lint import __version__
 from pitfall_lint.config import Config, ConfigError, matches
-from pitfall_lint.diagnostic import PARSE_ERROR, SUPPRESSION_CHECKS, Diagnostic
+from pitfall_lint.diagnostic import ENGINE_CODES, PARSE_ERROR, SUPPRESSION_CHECKS, Diagnostic
 from pitfall_lint.docs import rule_document
 from pitfall_lint import baseline
 from pitfall_lint.checking import ProjectSettings, check_paths
@@ -258,11 +258,19 @@ def check(
         sys.exit(EXIT_ERROR if errors else EXIT_CLEAN)
     hidden = 0
     if baseline_path:
+        ran = {rule.info.code for rule in rules} | ENGINE_CODES
+
+        def reported(path: str, code: str) -> bool:
+            return code in ran and not matches(code, (*config.ignored_at(path), *left_out))
+
         try:
-            fresh = baseline.new_findings(Path(baseline_path), diagnostics)
+            fresh, stale = baseline.compare(Path(baseline_path), diagnostics, [r.path for r in results], reported)
         except baseline.BaselineError as error:
             _fail(str(error))
         hidden, diagnostics = len(diagnostics) - len(fresh), fresh
+        if stale:
+            entries = f"1 entry of {baseline_path} is" if stale == 1 else f"{stale} entries of {baseline_path} are"
+            _warn(f"{entries} no longer found; --write-baseline {baseline_path} drops {'it' if stale == 1 else 'them'}")
     infos = [PARSE_ERROR, *SUPPRESSION_CHECKS, *(rule.info for rule in rules)]
     stream = sys.stderr if stdin_path and fix else sys.stdout
     color = output_file is None and stream.isatty() and "NO_COLOR" not in os.environ
