@@ -48,23 +48,33 @@ class Excluder:
         self.git = GitIgnore() if respect_gitignore else None
         names: list[str] = []
         paths: list[str] = []
+        absolute: list[str] = []  # those of an extended configuration, anchored at its folder
         for raw in patterns:
             pattern = raw.rstrip("/").removeprefix("./")
             # `**/x` also matches `x` at the top, as in Ruff's globs.
-            for variant in (pattern, pattern[3:]) if pattern.startswith("**/") else (pattern,):
-                (paths if "/" in variant else names).append(variant)
+            if pattern.startswith("**/"):
+                variants = (pattern, pattern[3:])
+            elif os.path.isabs(pattern) and "/**/" in pattern:
+                variants = (pattern, pattern.replace("/**/", "/", 1))
+            else:
+                variants = (pattern,)
+            for variant in variants:
+                (absolute if os.path.isabs(variant) else paths if "/" in variant else names).append(variant)
         self._names = tuple(names)
         self._paths = tuple(paths)
+        self._absolute = tuple(absolute)
         self._root = os.path.abspath(root)
 
     def matches(self, path: Path | str) -> bool:
         """Whether this file or folder itself is excluded, as a walk meets it."""
-        if not (self._names or self._paths):
+        if not (self._names or self._paths or self._absolute):
             return False
         # abspath, not resolve: links are matched where they stand, and a link loop cannot raise.
         absolute = os.path.abspath(path)
         name = os.path.basename(absolute)
         if any(fnmatch.fnmatchcase(name, p) for p in self._names):
+            return True
+        if any(fnmatch.fnmatchcase(absolute, p) for p in self._absolute):
             return True
         if not self._paths or not absolute.startswith(self._root + os.sep):
             return False
@@ -77,7 +87,7 @@ class Excluder:
         return self._matches_above(path) or (self.git is not None and self.git.ignores(path))
 
     def _matches_above(self, path: Path | str) -> bool:
-        if not (self._names or self._paths):
+        if not (self._names or self._paths or self._absolute):
             return False
         current = os.path.abspath(path)
         while current != self._root:
