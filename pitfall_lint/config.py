@@ -144,10 +144,54 @@ def find_pyproject(start: Path) -> Path | None:
     the user's selection without a word.
     """
     for folder in [start, *start.parents]:
-        candidate = folder / "pyproject.toml"
-        if os.path.isfile(candidate) and SECTION in _read_toml_text(candidate):
+        candidate = _configuration_in(folder)
+        if candidate is not None:
             return candidate
     return None
+
+
+def _configuration_in(folder: Path) -> Path | None:
+    """The folder's pyproject.toml when it has a [tool.pitfall-lint] table."""
+    candidate = folder / "pyproject.toml"
+    return candidate if os.path.isfile(candidate) and SECTION in _read_toml_text(candidate) else None
+
+
+class ConfigResolver:
+    """Each file's configuration, found as Ruff finds it in a monorepo: the nearest pyproject.toml with a
+    [tool.pitfall-lint] table at or above the file's folder, else `fallback` (the run's own: `--config`, or the
+    nearest to the current folder). With `fixed` (`--config`), `fallback` for every file. Found once per folder,
+    each file read once: a run with one configuration pays a look at each folder's pyproject.toml."""
+
+    def __init__(self, fallback: Config, known_codes: Sequence[str], fixed: bool = False) -> None:
+        self.fallback = fallback
+        self._known_codes = known_codes
+        self._fixed = fixed
+        self._by_folder: dict[str, Config] = {}
+        self._by_file: dict[str, Config] = {}
+        if fallback.source is not None:
+            self._by_file[os.path.abspath(fallback.source)] = fallback
+
+    def config_for(self, path: str | Path) -> Config:
+        """The configuration of a file; raises ConfigError."""
+        return self.fallback if self._fixed else self.config_in(os.path.dirname(os.path.abspath(path)))
+
+    def config_in(self, folder: str) -> Config:
+        """The configuration of the files in this (absolute) folder; raises ConfigError."""
+        if self._fixed:
+            return self.fallback
+        found = self._by_folder.get(folder)
+        if found is None:
+            candidate = _configuration_in(Path(folder))
+            if candidate is not None:
+                file = str(candidate)
+                if file not in self._by_file:
+                    self._by_file[file] = load_config(candidate, self._known_codes)
+                found = self._by_file[file]
+            else:
+                parent = os.path.dirname(folder)
+                found = self.fallback if parent == folder else self.config_in(parent)
+            self._by_folder[folder] = found
+        return found
 
 
 def _strings(where: str, value: object) -> tuple[str, ...]:
@@ -253,11 +297,11 @@ def _over(base: Config, own: Config, keys: Collection[str], known_codes: Sequenc
         select=select,
         extend_select=extend_select,
         ignore=ignore,
-        exclude=own.exclude if "exclude" in keys else _anchored(base.exclude, base.root),
-        extend_exclude=(*_anchored(base.extend_exclude, base.root), *own.extend_exclude),
+        exclude=own.exclude if "exclude" in keys else anchored(base.exclude, base.root),
+        extend_exclude=(*anchored(base.extend_exclude, base.root), *own.extend_exclude),
         per_file_ignores=(
             own.per_file_ignores if "per-file-ignores" in keys
-            else dict(zip(_anchored(base.per_file_ignores, base.root), base.per_file_ignores.values()))
+            else dict(zip(anchored(base.per_file_ignores, base.root), base.per_file_ignores.values()))
         ),
         data_parallel=own.data_parallel if _DATA_PARALLEL_KEY in keys else base.data_parallel,
         respect_gitignore=own.respect_gitignore if _RESPECT_GITIGNORE_KEY in keys else base.respect_gitignore,
@@ -278,7 +322,7 @@ def _still_ignored(ignore: Iterable[str], selected_again: Sequence[str], known_c
     return tuple(kept)
 
 
-def _anchored(patterns: Iterable[str], root: Path) -> tuple[str, ...]:
+def anchored(patterns: Iterable[str], root: Path) -> tuple[str, ...]:
     """Patterns with a slash made absolute at `root`, to match from any folder; a name matches anywhere as it is."""
     folder = glob.escape(os.path.abspath(root))
     return tuple(

@@ -106,3 +106,84 @@ def test_a_bad_key_in_the_extended_file_names_that_file(package: Path) -> None:
     result = check()
     assert result.exit_code == 2
     assert result.stderr.startswith(f"error: {package / 'pyproject.toml'}: [tool.pitfall-lint] unknown key 'colour'")
+
+
+@pytest.fixture
+def monorepo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Two packages, each with its own configuration, under a repository with its own; the check runs at the top."""
+    for folder in ("", "a", "b", "b/generated"):
+        (tmp_path / folder).mkdir(exist_ok=True)
+        (tmp_path / folder / "save.py").write_text(SAVE)
+        (tmp_path / folder / "spawn.py").write_text(SPAWN)
+    config(tmp_path, 'select = ["PFL201"]')
+    config(tmp_path / "a", 'ignore = ["PFL201"]')
+    config(tmp_path / "b", 'select = ["PFL301"]\nexclude = ["generated"]\nper-file-ignores = { "spawn.py" = ["PFL301"] }')
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_each_file_has_the_configuration_nearest_to_it(monorepo: Path) -> None:
+    assert found(check()) == [("a/spawn.py", "PFL301"), ("save.py", "PFL201")]
+    assert found(check("a", "b/save.py", "save.py")) == [("a/spawn.py", "PFL301"), ("save.py", "PFL201")]
+    (monorepo / "b" / "spawn.py").write_text("# nothing\n" + SPAWN)  # b's per-file-ignores name it
+    (monorepo / "b" / "other.py").write_text(SPAWN)
+    assert found(check("b")) == [("b/other.py", "PFL301")]
+
+
+def test_a_folder_without_a_configuration_has_the_nearest_above_it(monorepo: Path) -> None:
+    (monorepo / "a" / "sub").mkdir()
+    (monorepo / "a" / "sub" / "spawn.py").write_text(SPAWN)
+    (monorepo / "a" / "sub" / "pyproject.toml").write_text("[project]\nname = 'sub'\n")  # configures nothing
+    assert found(check("a/sub")) == [("a/sub/spawn.py", "PFL301")]
+
+
+def test_a_package_s_exclusions_apply_below_it_only(monorepo: Path) -> None:
+    (monorepo / "generated").mkdir()
+    (monorepo / "generated" / "save.py").write_text(SAVE)
+    assert ("generated/save.py", "PFL201") in found(check())
+    assert found(check("b")) == []  # b/generated left out, b/spawn.py ignored
+    result = check("--force-exclude", "b/generated/spawn.py", "generated/save.py")
+    assert found(result) == [("generated/save.py", "PFL201")]
+    show = CliRunner().invoke(main, ["check", "--show-files"], catch_exceptions=False)
+    assert show.stdout.splitlines() == [
+        "a/save.py", "a/spawn.py", "b/save.py", "b/spawn.py", "generated/save.py", "save.py", "spawn.py"
+    ]
+
+
+def test_the_command_line_chooses_over_every_configuration(monorepo: Path) -> None:
+    assert found(check("--select", "PFL201,PFL301")) == [
+        ("a/spawn.py", "PFL301"), ("b/save.py", "PFL201"), ("save.py", "PFL201"), ("spawn.py", "PFL301")
+    ]  # a still ignores PFL201, b's per-file-ignores still hold
+    assert found(check("--ignore", "PFL301")) == [("save.py", "PFL201")]
+    assert found(check("--extend-exclude", "a")) == [("save.py", "PFL201")]
+
+
+def test_config_on_the_command_line_is_every_file_s(monorepo: Path) -> None:
+    assert found(check("a")) == [("a/spawn.py", "PFL301")]  # a's own
+    assert found(check("--config", "pyproject.toml", "a")) == [("a/save.py", "PFL201")]
+    assert found(check("--config", "pyproject.toml")) == [
+        ("a/save.py", "PFL201"), ("b/generated/save.py", "PFL201"), ("b/save.py", "PFL201"), ("save.py", "PFL201")
+    ]
+
+
+def test_a_bad_configuration_met_on_the_way_is_a_one_line_error(monorepo: Path) -> None:
+    config(monorepo / "b", 'select = ["PFL9"]')
+    result = check()
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == f"error: {monorepo / 'b' / 'pyproject.toml'}: [tool.pitfall-lint] select: 'PFL9' matches no rule code\n"
+    assert found(check("a")) == [("a/spawn.py", "PFL301")]  # b's is not read
+
+
+def test_a_range_is_judged_by_the_rules_of_its_file_s_configuration(monorepo: Path) -> None:
+    """a ignores PFL201, so nothing tells whether its range of PFL201 is used, though the top folder runs PFL201."""
+    (monorepo / "a" / "save.py").write_text(SAVE + "# pitfall-lint: disable[PFL201]\nx = 1\n# pitfall-lint: enable[PFL201]\n")
+    assert found(check()) == [("a/spawn.py", "PFL301"), ("save.py", "PFL201")]
+    config(monorepo / "a", "")
+    assert found(check()) == [("a/save.py", "PFL001"), ("a/save.py", "PFL201"), ("a/spawn.py", "PFL301"), ("save.py", "PFL201")]
+
+
+def test_the_cache_keeps_each_configuration_s_results_apart(monorepo: Path) -> None:
+    args = ["check", "--format", "json"]
+    first = CliRunner().invoke(main, args, catch_exceptions=False)
+    second = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert found(first) == found(second) == [("a/spawn.py", "PFL301"), ("save.py", "PFL201")]
