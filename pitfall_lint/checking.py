@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -160,3 +160,26 @@ def check_paths(
     store.save()
     run.results = [results[p] for p in paths]
     return run
+
+
+def check_by_rules(
+    paths: Sequence[str],
+    rules_for: Callable[[str], tuple[type[Rule], ...]],
+    settings: ProjectSettings,
+    cache_root: Path,
+    use_cache: bool,
+    contents: Mapping[str, bytes] | None = None,
+) -> CheckRun:
+    """Each file with its own rules (those its configuration selects): one check per set of rules, the runs merged,
+    results in the order of `paths`. A run with one configuration is one check."""
+    groups: dict[tuple[type[Rule], ...], list[str]] = {}
+    for path in paths:
+        groups.setdefault(rules_for(path), []).append(path)
+    merged = CheckRun([], contents=contents or {})
+    results: dict[str, FileResult] = {}
+    for rules, members in groups.items():
+        run = check_paths(members, rules, settings, cache_root, use_cache, contents)
+        results.update((result.path, result) for result in run.results)
+        merged.projects.update(run.projects)
+    merged.results = [results[path] for path in paths]
+    return merged

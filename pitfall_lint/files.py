@@ -51,27 +51,37 @@ class Excluder:
         self.git = GitIgnore() if respect_gitignore else None
         names: list[str] = []
         paths: list[str] = []
+        absolute: list[str] = []  # those of an extended configuration, anchored at its folder
         for raw in patterns:
             pattern = raw.rstrip("/").removeprefix("./")
             # `**/x` also matches `x` at the top, as in Ruff's globs.
-            for variant in (pattern, pattern[3:]) if pattern.startswith("**/") else (pattern,):
-                (paths if "/" in variant else names).append(variant)
+            if pattern.startswith("**/"):
+                variants = (pattern, pattern[3:])
+            elif os.path.isabs(pattern) and "/**/" in pattern:
+                variants = (pattern, pattern.replace("/**/", "/", 1))
+            else:
+                variants = (pattern,)
+            for variant in variants:
+                (absolute if os.path.isabs(variant) else paths if "/" in variant else names).append(variant)
         self._names = tuple(names)
         self._paths = tuple(paths)
-        self._root = os.path.abspath(root)
+        self._absolute = tuple(absolute)
+        self.root = os.path.abspath(root)
 
     def matches(self, path: Path | str) -> bool:
         """Whether this file or folder itself is excluded, as a walk meets it."""
-        if not (self._names or self._paths):
+        if not (self._names or self._paths or self._absolute):
             return False
         # abspath, not resolve: links are matched where they stand, and a link loop cannot raise.
         absolute = os.path.abspath(path)
         name = os.path.basename(absolute)
         if any(fnmatch.fnmatchcase(name, p) for p in self._names):
             return True
-        if not self._paths or not absolute.startswith(self._root + os.sep):
+        if any(fnmatch.fnmatchcase(absolute, p) for p in self._absolute):
+            return True
+        if not self._paths or not absolute.startswith(self.root + os.sep):
             return False
-        relative = Path(os.path.relpath(absolute, self._root)).as_posix()
+        relative = Path(os.path.relpath(absolute, self.root)).as_posix()
         return any(fnmatch.fnmatchcase(relative, p) for p in self._paths)
 
     def excludes(self, path: Path | str) -> bool:
@@ -80,16 +90,45 @@ class Excluder:
         return self._matches_above(path) or (self.git is not None and self.git.ignores(path))
 
     def _matches_above(self, path: Path | str) -> bool:
-        if not (self._names or self._paths):
+        if not (self._names or self._paths or self._absolute):
             return False
         current = os.path.abspath(path)
-        while current != self._root:
+        while current != self.root:
             if self.matches(current):
                 return True
             parent = os.path.dirname(current)
             if parent == current:
                 return False
             current = parent
+        return False
+
+
+class FolderExcluder(Excluder):
+    """The exclusions of each folder's own configuration, as Ruff applies a monorepo's: what a walk meets in a folder
+    is matched by the excluder of that folder (`excluder_in`, given an absolute folder); what git ignores, once for
+    all."""
+
+    def __init__(self, excluder_in: Callable[[str], Excluder], respect_gitignore: bool = True) -> None:
+        super().__init__((), Path("/"), respect_gitignore)
+        self._excluder_in = excluder_in
+        self._in_folder: dict[str, Excluder] = {}
+
+    def matches(self, path: Path | str) -> bool:
+        folder = os.path.dirname(path)  # as given: a walk's entries share their folder's spelling
+        excluder = self._in_folder.get(folder)
+        if excluder is None:
+            excluder = self._in_folder[folder] = self._excluder_in(os.path.dirname(os.path.abspath(path)))
+        return excluder.matches(path)
+
+    def _matches_above(self, path: Path | str) -> bool:
+        """The path or a folder above it, each matched by its parent folder's excluder up to that one's root."""
+        current = os.path.abspath(path)
+        parent = os.path.dirname(current)
+        while parent != current:
+            excluder = self._excluder_in(parent)
+            if current.startswith(excluder.root + os.sep) and excluder.matches(current):
+                return True
+            current, parent = parent, os.path.dirname(parent)
         return False
 
 

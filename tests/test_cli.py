@@ -186,13 +186,15 @@ def test_rules_lists_every_rule() -> None:
     from pitfall_lint.rules import all_rules
 
     rows = json.loads(run("rules", "--format", "json").stdout)
-    assert [r["code"] for r in rows] == ["PFL000", *(rule.info.code for rule in all_rules())]
+    assert [r["code"] for r in rows] == ["PFL000", "PFL001", "PFL002", *(rule.info.code for rule in all_rules())]
     assert set(rows[0]) == {"code", "name", "summary", "severity", "enabled_by_default", "verifiable", "fix", "preview", "first_run"}
     text = run("rules").stdout.splitlines()
     assert text[0].split() == ["code", "name", "default", "severity", "verify", "fix", "state", "first", "run", "summary"]
     catalog = {tuple(line.split()[:6]) for line in text[1:]}
     assert catalog == {
         ("PFL000", "parse-error", "on", "error", "no", "-"),
+        ("PFL001", "unused-suppression", "on", "warning", "no", "-"),
+        ("PFL002", "invalid-suppression", "on", "warning", "no", "-"),
         ("PFL101", "bound-method-on-module", "on", "warning", "yes", "-"),
         ("PFL102", "pad-packed-without-total-length", "on", "warning", "yes", "safe"),
         ("PFL103", "dp-scatter-dim-mismatch", "on", "warning", "yes", "-"),

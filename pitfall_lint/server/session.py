@@ -93,4 +93,4 @@ class Session:
         for result in run.results:
             if result.internal_error:
                 findings.internal_errors.append(f"{result.path}: {result.internal_error}")
-            findings.diagnostics[result.path] = reported(result.diagnostics, result.path, config, selection.ignored)
+            findings.diagnostics[result.path] = reported(result.diagnostics, result.path, config, selection)
