@@ -37,8 +37,9 @@ def test_default_command_is_check_of_the_current_folder(project: Path) -> None:
     assert result.stdout.splitlines() == [
         "save.py:4:1: PFL201 `torch.save` runs on every rank, which then overwrite one file; guard it with "
         "`if dist.get_rank() == 0:` or put the rank in the path",
-        "spawn.py:4:1: PFL301 [*] `torch.multiprocessing.spawn` starts processes at import time: spawned children "
-        're-import the module and fail while bootstrapping; move it under `if __name__ == "__main__":`',
+        "spawn.py:4:1: PFL301 [*] `torch.multiprocessing.spawn` starts processes at import time with the spawn start "
+        "method, on every platform: each child re-imports the module, reaches it again and fails while bootstrapping; "
+        'move it under `if __name__ == "__main__":`',
         "Found 2 diagnostics in 2 of 3 files checked.",
         "[*] 1 fixable with `--fix` (1 unsafe fix available with `--fix --unsafe-fixes`).",
     ]

@@ -1006,6 +1006,11 @@ class ProjectView:
     def questions(self) -> tuple[Question, ...]:
         return tuple((question, arguments, answer) for (question, arguments), answer in self.asked.items())
 
+    @property
+    def target(self) -> TargetVersion | None:
+        """The project's oldest Python, when known (a setting: part of the result cache's key, not a question)."""
+        return self.model.target
+
     def is_module_class(self, cls: ast.ClassDef, ancestors: Sequence[ast.AST]) -> bool:
         return self._ask("module-class", self.path, definition_name(cls, ancestors))  # type: ignore[return-value]
 
