@@ -442,6 +442,37 @@ def test_a_branch_that_every_caller_in_another_file_skips(tmp_path: Path) -> Non
     assert still_answered(ProjectModel(str(root), files), cached)
 
 
+WRITES_REFERENCE = "import torch\ndef write_reference(state, path):\n    torch.save(state, path){mark}\n"
+VERIFY_TWO_WAYS = """
+import argparse
+import os
+import torch.distributed as dist
+from io_utils import write_reference
+def single_run(args):
+    write_reference({{}}, "reference.pt")
+def dist_run(args):
+    dist.init_process_group("nccl", rank=int(os.environ["RANK"])){dist_save}
+if __name__ == "__main__":
+    args = argparse.ArgumentParser().parse_args()
+    if args.mode == "single":
+        single_run(args)
+    else:
+        dist_run(args)
+"""
+
+
+def test_a_helper_that_only_the_single_process_side_of_a_launch_mode_switch_reaches(tmp_path: Path) -> None:
+    """FSDP-Training's verify script, with the save in a helper module: `--mode single` runs as one plain process and
+    `--mode dist` under torchrun; the helper is reached from the distributed side only when dist_run calls it."""
+    assert_project(tmp_path / "single-only", {
+        "io_utils.py": WRITES_REFERENCE.format(mark=""), "verify.py": VERIFY_TWO_WAYS.format(dist_save=""),
+    })
+    assert_project(tmp_path / "both", {
+        "io_utils.py": WRITES_REFERENCE.format(mark="  # expect: PFL201"),
+        "verify.py": VERIFY_TWO_WAYS.format(dist_save='\n    write_reference({}, "shared.pt")'),
+    })
+
+
 WORKER = "def train(rank, world_size):\n    pass\n"
 SPAWNS = {
     "target-imported-from-a-package": {

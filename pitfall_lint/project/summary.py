@@ -12,10 +12,11 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from pitfall_lint.analysis.distributed import SETUP_NODES, SPAWNERS, may_set_up_distributed, setup_kind
+from pitfall_lint.analysis.launch_modes import may_run_outside_distributed_launch, runs_outside_distributed_launch
 from pitfall_lint.analysis.modules import creates_parameters, method_kind, same_module
 from pitfall_lint.analysis.ranks import depends_on_rank, is_locally_restricted
 from pitfall_lint.analysis.scopes import FUNCTIONS, decorator_names, definition_name, enclosing_function, local_value, scope_path, self_name
@@ -23,7 +24,7 @@ from pitfall_lint.analysis.wrappers import checkpoint_key, saved_wrapper_states
 from pitfall_lint.context import FileContext
 from pitfall_lint.traversal import Handler, traverse
 
-FORMAT = 7  # bump when a field changes: cached summaries of another format are computed afresh
+FORMAT = 8  # bump when a field changes: cached summaries of another format are computed afresh
 
 UNKNOWN = "?"  # a wrapped or returned module whose class cannot be told from the source
 _DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.data_parallel"})
@@ -68,7 +69,7 @@ class CallSite:
     caller: str  # the scope path of the calling function, "" at module level
     callee: str  # ref
     line: int
-    guarded: bool  # restricted to one rank by the caller's own code
+    guarded: bool  # restricted to one rank, or to a single-process run, by the caller's own code
     per_rank: tuple[str, ...] = ()  # the arguments (position or keyword) whose value differs from rank to rank
     # The arguments given as literals (`safe_serialization=True`), each with its truth: a branch of the callee on
     # that parameter that the literal does not take never runs for this call.
@@ -290,6 +291,8 @@ class _Builder:
         self.spawns: list[tuple[str, int]] = []
         self.saves: list[tuple[str, int]] = []
         self.setups: list[tuple[str, int]] = []
+        # Calls on one side of an `if` that may be a launch-mode switch: (index in `calls`, call, ancestors).
+        self.mode_switched: list[tuple[int, ast.Call, list[ast.AST]]] = []
         # A module-level function or a method of a module-level class (what can be started in a process), with
         # the names read anywhere in it (decorators and defaults included), gathered by the one walk.
         self.signed: dict[int, tuple[ast.FunctionDef | ast.AsyncFunctionDef, str, str, set[str]]] = {}
@@ -431,6 +434,9 @@ class _Builder:
             if isinstance(argument, ast.Constant) and not (slot.isdigit() and int(slot) >= spread)
         )
         restricted = is_locally_restricted(ctx, node, ancestors)
+        if not restricted and may_run_outside_distributed_launch(ancestors):
+            # Told once every set-up of the file is known: at the end of the walk.
+            self.mode_switched.append((len(self.calls), node, list(ancestors)))
         self.calls.append(CallSite(caller, callee, node.lineno, restricted, per_rank, constants))
         owner = _owner_class(ancestors)
         if owner is not None and not callee.startswith("*."):
@@ -455,6 +461,15 @@ class _Builder:
             self.callers[id(function)] = definition_name(function, ancestors)
         return self.callers[id(function)]
 
+    def _single_process_calls(self) -> tuple[CallSite, ...]:
+        """The calls, those on the single-process side of a launch-mode switch counted as restricted."""
+        calls = list(self.calls)
+        setup_lines = [line for _, line in self.setups]
+        for index, node, ancestors in self.mode_switched if setup_lines else ():
+            if runs_outside_distributed_launch(self.ctx, node, ancestors, setup_lines):
+                calls[index] = replace(calls[index], guarded=True)
+        return tuple(calls)
+
     def summary(self) -> FileSummary:
         ctx = self.ctx
         return FileSummary(
@@ -473,7 +488,7 @@ class _Builder:
             functions=tuple(self.functions),
             imports=tuple(_module_imports(ctx)),
             returns=tuple(dict.fromkeys(self.returns)),
-            calls=tuple(self.calls),
+            calls=self._single_process_calls(),
             wraps=tuple(self.wraps),
             distributed=tuple(self.setups),
             spawns=tuple(self.spawns),
