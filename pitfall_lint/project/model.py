@@ -20,6 +20,7 @@ from pitfall_lint.analysis.distributed import SPAWNERS, may_set_up_distributed, 
 from pitfall_lint.analysis.modules import is_torch_module_name
 from pitfall_lint.analysis.scopes import definition_name
 from pitfall_lint.analysis.wrappers import same_checkpoint
+from pitfall_lint.project.dependencies import declared_floor, manifests, read_manifest
 from pitfall_lint.project.layout import Layout
 from pitfall_lint.project.store import SummaryStore, content_key
 from pitfall_lint.project.summary import UNKNOWN, CallSite, ClassFacts, FileSummary, WrapSite, summarize
@@ -196,12 +197,28 @@ class ProjectModel:
         return self._key(os.path.abspath(path))
 
     def fingerprint(self) -> str:
-        """What every answer rests on: the root, the mode, each file with its content, and the folder paths are
-        displayed from. Two models with one fingerprint answer every question alike."""
+        """What every answer rests on: the root, the mode, each file with its content, the dependency files, and the
+        folder paths are displayed from. Two models with one fingerprint answer every question alike."""
         digest = hashlib.blake2b(f"{self.root}\0{self.data_parallel}\0{os.getcwd()}".encode(), digest_size=16)
         for path in self.files:
             digest.update(f"\0{path}\0{self._key(path)}".encode())
+        for path, text in self._manifests():
+            digest.update(f"\0{path}\0{text}".encode())
         return digest.hexdigest()
+
+    def _manifests(self) -> list[tuple[str, str]]:
+        """The project's dependency files with their text, read once."""
+        return self._memoised(("manifests",), lambda: [(p, read_manifest(p)) for p in manifests(self.root)])  # type: ignore[return-value]
+
+    def framework_floor(self, distribution: str) -> list[int] | None:
+        """The lowest version of the distribution (`pytorch-lightning`) that the project's dependency files admit;
+        None when none of them sets a lower bound (it is not pinned, or not declared at all)."""
+
+        def compute() -> list[int] | None:
+            floor = declared_floor((text for _, text in self._manifests()), distribution)
+            return list(floor) if floor is not None else None  # a list: an answer cached as JSON must compare equal
+
+        return self._memoised(("framework-floor", distribution), compute)  # type: ignore[return-value]
 
     def summary(self, path: str) -> FileSummary | None:
         key = self._key(path)
@@ -867,6 +884,7 @@ _QUESTIONS = {
     "wrapper-checkpoint": "wrapper_checkpoint",
     "spawn-site": "spawn_site",
     "spawned-signature": "spawned_signature",
+    "framework-floor": "framework_floor",
 }
 
 Question = tuple[str, tuple, object]  # (question, arguments, answer)
@@ -952,6 +970,10 @@ class ProjectView:
         return self._ask("spawn-site", self.path, definition_name(function, ancestors))  # type: ignore[return-value]
     def spawned_signature(self, call: ast.Call) -> list | None:
         return self._ask("spawned-signature", self.path, call.lineno)  # type: ignore[return-value]
+
+    def framework_floor(self, distribution: str) -> list[int] | None:
+        """The lowest version of a framework the project's dependency files admit, None when unknown."""
+        return self._ask("framework-floor", distribution)  # type: ignore[return-value]
 
 
 Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
