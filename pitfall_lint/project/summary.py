@@ -24,7 +24,7 @@ from pitfall_lint.analysis.wrappers import checkpoint_key, saved_wrapper_states
 from pitfall_lint.context import FileContext
 from pitfall_lint.traversal import Handler, traverse
 
-FORMAT = 8  # bump when a field changes: cached summaries of another format are computed afresh
+FORMAT = 9  # bump when a field changes: cached summaries of another format are computed afresh
 
 UNKNOWN = "?"  # a wrapped or returned module whose class cannot be told from the source
 _DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.data_parallel"})
@@ -114,6 +114,10 @@ class FileSummary:
     spawns: tuple[tuple[str, int], ...] = ()  # (ref of the spawned function, line)
     wrapper_saves: tuple[tuple[str, int], ...] = ()  # (checkpoint file name pattern, line)
     signatures: tuple[Signature, ...] = ()
+    # (name, line, how) of what the module offers its importers: "__all__" (listed there), "imported" (a name a
+    # module-level `from` import of the project binds, which an `__init__.py` re-exports), "star" (`from .x import *`:
+    # the name is the module, as spelled).
+    exports: tuple[tuple[str, int, str], ...] = ()
 
     def to_row(self) -> list[object]:
         """Plain lists for the JSON cache."""
@@ -123,7 +127,7 @@ class FileSummary:
     def from_row(row: list) -> FileSummary:
         if row[0] != FORMAT:
             raise ValueError("another summary format")
-        classes, functions, imports, returns, calls, wraps, distributed, spawns, saves, signatures = row[1:]
+        classes, functions, imports, returns, calls, wraps, distributed, spawns, saves, signatures, exports = row[1:]
 
         def pairs(rows: list) -> tuple[tuple[Any, Any], ...]:
             return tuple((a, b) for a, b in rows)
@@ -148,6 +152,7 @@ class FileSummary:
                 Signature(name, line, kind, tuple(positional), defaults, varargs, tuple(keywords), tuple(unread), decorated)
                 for name, line, kind, positional, defaults, varargs, keywords, unread, decorated in signatures
             ),
+            exports=tuple((name, line, how) for name, line, how in exports),
         )
 
 
@@ -494,6 +499,7 @@ class _Builder:
             spawns=tuple(self.spawns),
             wrapper_saves=tuple(self.saves),
             signatures=tuple(_signature(*signed) for signed in self.signed.values()),
+            exports=tuple(_exports(ctx)),
         )
 
 
@@ -520,6 +526,24 @@ def summarize(ctx: FileContext) -> FileSummary:
     builder = _Builder(walk)
     traverse(walk, builder.handlers())
     return builder.summary()
+
+
+def _exports(ctx: FileContext) -> list[tuple[str, int, str]]:
+    """What the module offers its importers, read from its module-level statements alone."""
+    found = []
+    for statement in ctx.tree.body:
+        if isinstance(statement, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets) and isinstance(statement.value, (ast.List, ast.Tuple)):
+                found += [
+                    (e.value, e.lineno, "__all__") for e in statement.value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)
+                ]
+        elif isinstance(statement, ast.ImportFrom) and (statement.level or (statement.module or "").partition(".")[0] not in _EXTERNAL_ROOTS):
+            if any(a.name == "*" for a in statement.names):
+                found.append(("." * statement.level + (statement.module or ""), statement.lineno, "star"))
+            else:
+                found += [(a.asname or a.name, statement.lineno, "imported") for a in statement.names]
+    return found
 
 
 def _module_imports(ctx: FileContext) -> list[tuple[str, str]]:
