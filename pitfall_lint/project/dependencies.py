@@ -31,27 +31,29 @@ Version = tuple[int, ...]
 
 
 def manifests(root: str) -> list[str]:
-    """The dependency files of the project at `root`, in a stable order."""
-    found = []
-    for folder in (root, os.path.join(root, _REQUIREMENTS_FOLDER)):
-        try:
-            entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
-        except OSError:
-            continue
-        for entry in entries:
-            if folder == root and entry.is_file() and _MANIFEST.fullmatch(entry.name):
-                found.append(entry.path)
-            elif folder != root and entry.is_file() and entry.name.endswith(".txt"):
-                found.append(entry.path)
-            elif folder != root and entry.is_dir():
-                found += sorted(os.path.join(entry.path, n) for n in os.listdir(entry.path) if n.endswith(".txt"))
+    """The dependency files of the project at `root`, in a stable order (read_manifest skips what is no file)."""
+    found = [os.path.join(root, name) for name in _listing(root) if _MANIFEST.fullmatch(name)]
+    requirements = os.path.join(root, _REQUIREMENTS_FOLDER)
+    for name in _listing(requirements):
+        if name.endswith(".txt"):
+            found.append(os.path.join(requirements, name))
+        else:
+            found += [os.path.join(requirements, name, inner) for inner in _listing(os.path.join(requirements, name)) if inner.endswith(".txt")]
     return found
+
+
+def _listing(folder: str) -> list[str]:
+    """The names in a folder, sorted; none when it is no folder or cannot be read."""
+    try:
+        return sorted(os.listdir(folder))
+    except OSError:
+        return []
 
 
 def read_manifest(path: str) -> str:
     """Its text, comments left out; empty when it cannot be read or is too large to be one."""
     try:
-        if os.path.getsize(path) > _MAX_BYTES:
+        if not os.path.isfile(path) or os.path.getsize(path) > _MAX_BYTES:
             return ""
         with open(path, encoding="utf-8", errors="replace") as handle:
             return _COMMENT.sub("", handle.read())
