@@ -48,6 +48,28 @@ CASES = {
             model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
             model = DDP(model, device_ids=[rank])  # expect: PFL210
     """,
+    "rebound-to-itself-moved-after-the-wrap": """
+        def setup(loader):
+            model = nn.Linear(4, 4)
+            model = DDP(model)
+            model = model.cuda()  # expect: PFL210
+            for x in loader:
+                model(x).sum().backward()
+    """,
+    "rebound-to-itself-cast-at-module-level": """
+        model = DDP(nn.Linear(4, 4).to(0), device_ids=[0])
+        model = model.train().half()  # expect: PFL210
+        for x in range(3):
+            model(x).sum().backward()
+    """,
+    "inner-model-rebound-moved-after-the-wrap": """
+        def setup(loader):
+            net = nn.Linear(4, 4)
+            ddp = DDP(net)
+            net = net.to("cuda")  # expect: PFL210
+            for x in loader:
+                ddp(x).sum().backward()
+    """,
     "device-ids-for-a-module-of-the-project": """
         class Net(nn.Module):
             def __init__(self):
@@ -139,6 +161,15 @@ CASES = {
                 ddp(x).sum().backward()
     """,
     # Fine.
+    "rebound-to-itself-before-the-wrap": """
+        def setup(rank, loader):
+            model = nn.Linear(4, 4)
+            model = model.cuda(rank)
+            model = DDP(model, device_ids=[rank])
+            model = model.train()
+            for x in loader:
+                model(x).sum().backward()
+    """,
     "a-frozen-teacher-wrapped-for-sync-batchnorm": """
         def main(student, teacher, gpu, train_one_epoch):
             student, teacher = student.cuda(), teacher.cuda()
