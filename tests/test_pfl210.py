@@ -70,6 +70,29 @@ CASES = {
             for x in loader:
                 ddp(x).sum().backward()
     """,
+    "device-ids-for-a-torchvision-model": """
+        import torchvision
+        def setup(rank):
+            model = torchvision.models.resnet50(weights=None)
+            model = DDP(model, device_ids=[rank])  # expect: PFL210
+    """,
+    "device-ids-for-a-model-by-architecture-name": """
+        import torchvision.models as models
+        def setup(rank, arch):
+            model = models.__dict__[arch](pretrained=True)
+            model = DDP(model, device_ids=[rank])  # expect: PFL210
+        def other(rank, arch):
+            model = getattr(models, arch)()
+            ddp = DDP(model, device_ids=[rank])  # expect: PFL210
+    """,
+    "device-ids-for-a-timm-model-at-module-level": """
+        import timm
+        from torchvision.models.detection import fasterrcnn_resnet50_fpn
+        model = timm.create_model("resnet50", pretrained=True)
+        model = DDP(model, device_ids=[0])  # expect: PFL210
+        detector = fasterrcnn_resnet50_fpn()
+        detector = DDP(detector, device_ids=[0])  # expect: PFL210
+    """,
     "device-ids-for-a-module-of-the-project": """
         class Net(nn.Module):
             def __init__(self):
@@ -161,6 +184,33 @@ CASES = {
                 ddp(x).sum().backward()
     """,
     # Fine.
+    "zoo-models-placed-before-the-wrap": """
+        import timm
+        import torchvision.models as models
+        from torchvision.models import resnet50
+        def setup(rank, arch):
+            model = models.__dict__[arch]()
+            model.cuda(rank)
+            model = DDP(model, device_ids=[rank])
+        def other(rank):
+            model = resnet50().to(rank)
+            model = DDP(model, device_ids=[rank])
+        def third(rank):
+            model = timm.create_model("resnet50", device=f"cuda:{rank}")
+            model = DDP(model, device_ids=[rank])
+        model = getattr(models, "resnet18")()
+        model = model.to(0)
+        model = DDP(model, device_ids=[0])
+    """,
+    "models-from-a-hub-or-a-feature-extractor": """
+        import torchvision.models as models
+        from torchvision.models.feature_extraction import create_feature_extractor
+        def setup(rank, backbone):
+            model = torch.hub.load("ultralytics/yolov5", "yolov5s")
+            model = DDP(model, device_ids=[rank])
+            features = create_feature_extractor(backbone, return_nodes=["layer4"])
+            features = DDP(features, device_ids=[rank])
+    """,
     "rebound-to-itself-before-the-wrap": """
         def setup(rank, loader):
             model = nn.Linear(4, 4)

@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterator
 
 from pitfall_lint.analysis.evidence import snippet
-from pitfall_lint.analysis.modules import creates_parameters, same_module
+from pitfall_lint.analysis.modules import built_by_a_model_zoo, creates_parameters, same_module
 from pitfall_lint.analysis.ranks import ancestors_of
 from pitfall_lint.analysis.scopes import FUNCTIONS, local_value, position_in_block
 from pitfall_lint.analysis.training import dotted, walk_same_scope
@@ -360,7 +360,10 @@ class DdpWrapOrder(Rule):
         return True
 
     def _freshly_built(self, call: ast.Call, ancestors: list[ast.AST]) -> bool:
-        """A module class of torch's or the project's, called here; a container only of such calls."""
+        """A module class of torch's or the project's, or a model zoo's builder, called here; a container only of
+        such calls."""
+        if built_by_a_model_zoo(self.ctx, call, ancestors):
+            return True
         qualified = self.ctx.qualified_name(call.func, ancestors)
         built = creates_parameters(qualified, call)
         if built is None:
