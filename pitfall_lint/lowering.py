@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import keyword
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 
@@ -206,23 +207,27 @@ class _Scanner:
 
     def bracket_end(self, opening: int) -> tuple[int, list[int]]:
         """The offset of the bracket that closes the one at `opening`, and of the `=` of each default in it."""
-        depth, at = 0, opening
         defaults: list[int] = []
-        while (match := _BRACKETED.search(self.text, at)) is not None:
+        for token, start, _, depth in self.outside_literals(_BRACKETED, opening):
+            if token in ")]}" and depth == 0:
+                return start, defaults
+            if token not in "([{)]}" and depth == 1:
+                defaults.append(start)
+        raise _Unscannable
+
+    def outside_literals(self, pattern: re.Pattern[str], at: int) -> Iterator[tuple[str, int, int, int]]:
+        """Each match of `pattern` from `at` outside strings and comments: its text, start and end, and the bracket
+        depth after it. The scans of bracketed syntax share this walk."""
+        depth = 0
+        while (match := pattern.search(self.text, at)) is not None:
             token, at = match.group(), match.end()
             if token in "'\"":
                 at = self.literal_at(match.start(), ()).end
             elif token == "#":
                 at = self.line_end(at)
-            elif token in "([{":
-                depth += 1
-            elif token in ")]}":
-                depth -= 1
-                if depth == 0:
-                    return match.start(), defaults
-            elif depth == 1:
-                defaults.append(match.start())
-        raise _Unscannable
+            else:
+                depth += (token in "([{") - (token in ")]}")
+                yield token, match.start(), at, depth
 
     def type_statement(self, match: re.Match[str]) -> int:
         """`type X[T] = expr` -> `X        = expr`: an assignment on the same line, `expr` in its columns (the name
@@ -239,30 +244,21 @@ class _Scanner:
 
     def except_clause(self, start: int, at: int) -> int:
         """`except A, B:` -> `except A   :`: what follows the first exception blanked up to the colon."""
-        depth, comma = 0, None
-        while (match := _CLAUSE.search(self.text, at)) is not None:
-            token, at = match.group(), match.end()
-            if token in "'\"":
-                at = self.literal_at(match.start(), ()).end
-            elif token == "#":
-                at = self.line_end(at)
-            elif token in "([{":
-                depth += 1
-            elif token in ")]}":
-                depth -= 1
-            elif depth > 0:
+        comma = None
+        for token, found, end, depth in self.outside_literals(_CLAUSE, at):
+            if token in "([{)]}" or depth > 0:
                 continue
-            elif token == ",":
-                comma = match.start() if comma is None else comma
+            if token == ",":
+                comma = found if comma is None else comma
             elif token == ":":
                 if comma is not None:
                     self.met(EXCEPT_WITHOUT_PARENTHESES, start)
-                    if not self.blank(comma, match.start()):
+                    if not self.blank(comma, found):
                         self.keep(EXCEPT_WITHOUT_PARENTHESES, start)
-                return at
-            elif token != "\n" or not self.continued(match.start()):
-                return at  # `as`, or the end of the line: no list of exceptions to lower
-        return at
+                return end
+            elif token != "\n" or not self.continued(found):
+                return end  # `as`, or the end of the line: no list of exceptions to lower
+        return len(self.text)  # the clause runs to the end of the text: nothing after it to scan
 
     def continued(self, line_break: int) -> bool:
         """Whether the line that ends here ends in a backslash."""
