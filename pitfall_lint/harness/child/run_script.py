@@ -1,7 +1,7 @@
 """`python -m pitfall_lint.harness.child.run_script SCRIPT ARGS...`: run SCRIPT as `python SCRIPT` would.
 
 Also the entry point of each rank under torch.distributed.run, and of a per-rank harness inside an
-existing multi-node `torchrun` launch (see the README).
+existing multi-node `torchrun` launch (see docs/verify.md).
 """
 
 from __future__ import annotations
