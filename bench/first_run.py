@@ -1,6 +1,6 @@
 """First-run precision and recall: the rules on repositories this project has never seen.
 
-    python bench/first_run.py [--since YYYY-MM-DD] [--json] [--log DIR] [--write]
+    python bench/first_run.py [--since YYYY-MM-DD] [--batch NAME] [--json] [--log DIR] [--write]
 
 The ecosystem check (bench/ecosystem.py) measures repositories the rules were tuned on, so it flatters them.
 The first-run loop measures what a new user meets instead: a repository never used by this project is checked
@@ -11,7 +11,8 @@ format), and enters the log once: once rules are tuned on it, it joins bench/eco
 
 Printed per rule and overall: findings, true, false, debatable, misses, precision = true / (true + false) and
 recall = true / (true + misses); debatable findings count in neither. `--since` keeps the repositories checked
-on or after a date: the proof batch of a later session, never seen by the changes it measures. `--write`
+on or after a date, `--batch` those of one named batch (an entry's "batch"): the proof batch, checked after the
+last change to a rule and never seen by the changes it measures. `--write`
 records the whole log's figures in pitfall_lint/first_run.json, where `pitfall-lint rules` reads them and the
 maturity test holds every rule on by default to its bar (pitfall_lint/maturity.py).
 """
@@ -65,8 +66,9 @@ def read_entry(path: Path) -> dict:
     return entry
 
 
-def read_log(folder: Path, since: datetime.date | None) -> list[dict]:
-    """Every repository of the log checked on or after `since`; a repository logged twice is an error."""
+def read_log(folder: Path, since: datetime.date | None, batch: str | None = None) -> list[dict]:
+    """Every repository of the log checked on or after `since` and of `batch` (when given); a repository logged
+    twice is an error."""
     entries: list[dict] = []
     seen: dict[str, Path] = {}
     if not folder.is_dir():
@@ -76,7 +78,9 @@ def read_log(folder: Path, since: datetime.date | None) -> list[dict]:
         if entry["repo"] in seen:
             raise LogError(f"{path}: {entry['repo']} is already logged in {seen[entry['repo']].name}: a repository enters once")
         seen[entry["repo"]] = path
-        if since is None or datetime.date.fromisoformat(entry["checked_on"]) >= since:
+        if since is not None and datetime.date.fromisoformat(entry["checked_on"]) < since:
+            continue
+        if batch is None or entry.get("batch") == batch:
             entries.append(entry)
     return entries
 
@@ -128,6 +132,9 @@ def percent(value: float | None) -> str:
 def table(entries: list[dict], rows: dict[str, dict]) -> str:
     names = ", ".join(sorted(entry["repo"] for entry in entries))
     lines = [f"{len(entries)} repositories: {names}" if entries else "0 repositories"]
+    if entries:
+        kinds = Counter(entry["kind"] for entry in entries)
+        lines.append(f"{len(kinds)} kinds: " + ", ".join(f"{kind} {count}" for kind, count in sorted(kinds.items())))
     lines.append(f"{'rule':<8}" + "".join(f"{column:>11}" for column in (*COLUMNS, "precision", "recall")))
     for code, row in rows.items():
         cells = [str(row[column]) for column in COLUMNS] + [percent(row["precision"]), percent(row["recall"])]
@@ -138,12 +145,13 @@ def table(entries: list[dict], rows: dict[str, dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--since", help="only repositories checked on or after this date (YYYY-MM-DD)")
+    parser.add_argument("--batch", help="only the repositories of this batch (the entries' \"batch\")")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--log", type=Path, default=LOG, help="the folder of the log (default: bench/fresh)")
     parser.add_argument("--write", action="store_true", help="record the figures in pitfall_lint/first_run.json")
     options = parser.parse_args(argv)
-    if options.write and options.since:
-        print("error: --write records the whole log; leave out --since", file=sys.stderr)
+    if options.write and (options.since or options.batch):
+        print("error: --write records the whole log; leave out --since and --batch", file=sys.stderr)
         return 2
     try:
         since = datetime.date.fromisoformat(options.since) if options.since else None
@@ -151,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --since {options.since!r} is not a YYYY-MM-DD date", file=sys.stderr)
         return 2
     try:
-        entries = read_log(options.log, since)
+        entries = read_log(options.log, since, options.batch)
     except LogError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -14,7 +14,9 @@ import json
 import linecache
 import os
 from collections import Counter
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import NamedTuple
 
 from pitfall_lint.diagnostic import Diagnostic
 
@@ -34,10 +36,13 @@ def fingerprint(diagnostic: Diagnostic) -> str:
     return hashlib.blake2b(f"{diagnostic.code}\n{text}".encode(), digest_size=12).hexdigest()
 
 
-def _key(diagnostic: Diagnostic, folder: str | None) -> tuple[str, str, str]:
+def _stored_path(path: str, folder: str | None) -> str:
     """`folder`: the one paths are relative to; None for the working folder (format 1)."""
-    path = Path(diagnostic.path if folder is None else os.path.relpath(os.path.abspath(diagnostic.path), folder))
-    return diagnostic.code, path.as_posix(), fingerprint(diagnostic)
+    return Path(path if folder is None else os.path.relpath(os.path.abspath(path), folder)).as_posix()
+
+
+def _key(diagnostic: Diagnostic, folder: str | None) -> tuple[str, str, str]:
+    return diagnostic.code, _stored_path(diagnostic.path, folder), fingerprint(diagnostic)
 
 
 def _folder(baseline: Path) -> str:
@@ -54,7 +59,18 @@ def write(path: Path, diagnostics: list[Diagnostic]) -> None:
     path.write_text(json.dumps({"version": FORMAT_VERSION, "tool": "pitfall-lint", "findings": entries}, indent=2) + "\n")
 
 
-def new_findings(path: Path, diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+class Comparison(NamedTuple):
+    fresh: list[Diagnostic]  # not in the baseline: the findings to report
+    # Entries no finding matched, of a file checked and a code reported there: fixed, or changed into a new
+    # finding. Left in the baseline, one would hide the next finding of that line that someone writes.
+    stale: int
+
+
+def compare(
+    path: Path, diagnostics: list[Diagnostic], checked: Iterable[str], reported: Callable[[str, str], bool]
+) -> Comparison:
+    """`checked`: the files of the run, as given; `reported(file, code)`: whether the run reports the code there. An
+    entry of another file, or of a code not reported there (a rule not selected), may still hold: it is not stale."""
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
         version = document["version"]
@@ -73,4 +89,6 @@ def new_findings(path: Path, diagnostics: list[Diagnostic]) -> list[Diagnostic]:
             known[key] -= 1
         else:
             fresh.append(diagnostic)
-    return fresh
+    files = {_stored_path(file, folder): file for file in checked}
+    stale = sum(count for (code, file, _), count in known.items() if file in files and reported(files[file], code))
+    return Comparison(fresh, stale)

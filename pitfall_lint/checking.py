@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pitfall_lint import pool
 from pitfall_lint.cache import ResultCache
-from pitfall_lint.config import TargetVersion
+from pitfall_lint.config import Config, TargetVersion
 from pitfall_lint.engine import Engine, FileResult
 from pitfall_lint.files import Excluder, discover
 from pitfall_lint.project.layout import find_project_root
@@ -30,6 +30,12 @@ class ProjectSettings:
     data_parallel: DataParallelMode = "auto"
     root: Path | None = None  # --project-root: one root for every file; else each file's nearest marker
     target: TargetVersion | None = None  # the projects' oldest Python, when known
+
+    @classmethod
+    def configured(cls, config: Config) -> ProjectSettings:
+        """As the configuration alone sets them, with no command line to change them (the language server)."""
+        excluder = Excluder([*config.exclude, *config.extend_exclude], config.root, config.respect_gitignore)
+        return cls(excluder, config.data_parallel, None, config.target)  # type: ignore[arg-type]
 
 
 @dataclass
@@ -66,8 +72,11 @@ def project_model(
         folder = os.path.commonpath([os.path.dirname(os.path.abspath(p)) for p in members])
         return ProjectModel(folder, members, settings.data_parallel, store, contents, target=settings.target)
     # What the walk could not read is reported by the check of the files named, if at all: no second warning.
-    files = discover([str(root)], settings.excluder, lambda _: None)
-    return ProjectModel(str(root), [*files, *members], settings.data_parallel, store, contents, target=settings.target)
+    documents: list[str] = []
+    files = discover([str(root)], settings.excluder, lambda _: None, documents=documents)
+    return ProjectModel(
+        str(root), [*files, *members], settings.data_parallel, store, contents, target=settings.target, documents=documents
+    )
 
 
 def _share_project_facts(model: ProjectModel, store: SummaryStore) -> None:
@@ -95,14 +104,17 @@ def check_paths(
     cache_root: Path,
     use_cache: bool,
     contents: Mapping[str, bytes] | None = None,
+    store: SummaryStore | None = None,
 ) -> CheckRun:
     """Results in the order of `paths`. The files of every project share one pool: a small project found inside a
     large one (its own setup.py) is checked beside it, not after it. `contents`, by path as given, stand in for
-    those files on disk (stdin read as a file): checked, and seen by their project, as they are, never cached."""
+    those files on disk (stdin read as a file, an editor's buffers): checked, and seen by their project, as they
+    are, never cached. `store` keeps the summaries of the projects' files from one run to the next (the language
+    server's, in memory); by default they are the cache's."""
     target = settings.target  # the syntax a file may use depends on it
     varying = [settings.data_parallel, [*target.version, target.source] if target is not None else None]
     cache = ResultCache(cache_root, [rule.info.code for rule in rules], varying) if use_cache else None
-    store = SummaryStore(cache.folder if cache is not None else None)
+    store = store if store is not None else SummaryStore(cache.folder if cache is not None else None)
     run = CheckRun([], contents=contents or {})
     results: dict[str, FileResult] = {}
     pending: dict[str, _Pending] = {}
@@ -148,3 +160,26 @@ def check_paths(
     store.save()
     run.results = [results[p] for p in paths]
     return run
+
+
+def check_by_rules(
+    paths: Sequence[str],
+    rules_for: Callable[[str], tuple[type[Rule], ...]],
+    settings: ProjectSettings,
+    cache_root: Path,
+    use_cache: bool,
+    contents: Mapping[str, bytes] | None = None,
+) -> CheckRun:
+    """Each file with its own rules (those its configuration selects): one check per set of rules, the runs merged,
+    results in the order of `paths`. A run with one configuration is one check."""
+    groups: dict[tuple[type[Rule], ...], list[str]] = {}
+    for path in paths:
+        groups.setdefault(rules_for(path), []).append(path)
+    merged = CheckRun([], contents=contents or {})
+    results: dict[str, FileResult] = {}
+    for rules, members in groups.items():
+        run = check_paths(members, rules, settings, cache_root, use_cache, contents)
+        results.update((result.path, result) for result in run.results)
+        merged.projects.update(run.projects)
+    merged.results = [results[path] for path in paths]
+    return merged

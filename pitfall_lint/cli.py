@@ -15,15 +15,16 @@ from typing import NoReturn
 import click
 
 from pitfall_lint import __version__
-from pitfall_lint.config import Config, ConfigError, matches
-from pitfall_lint.diagnostic import PARSE_ERROR, Diagnostic
+from pitfall_lint.config import Config, ConfigError, ConfigResolver, matches
+from pitfall_lint.diagnostic import PARSE_ERROR, SUPPRESSION_CHECKS, Diagnostic
 from pitfall_lint.docs import rule_document
 from pitfall_lint import baseline
-from pitfall_lint.checking import ProjectSettings, check_paths
+from pitfall_lint.checking import ProjectSettings, check_by_rules
 from pitfall_lint.files import Excluder, MissingPathError, discover, display_path, existing_paths, special_kind
 from pitfall_lint.report import FORMATS, Report, writer
 from pitfall_lint.rules.base import Rule
-from pitfall_lint.selection import nearest_config, rule_infos, selected_rules
+from pitfall_lint.per_file import CommandLineChoices, PerFileSettings
+from pitfall_lint.selection import known_codes, nearest_config, rule_infos, selected_rules
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as Ruff and the shells exit on Ctrl-C
@@ -132,16 +133,14 @@ def _load_selection(
     extend_select: tuple[str, ...],
     ignore: tuple[str, ...],
     preview: bool | None,
-    start: Path | None = None,
-) -> tuple[Config, list[type[Rule]], list[str]]:
-    """The configuration (the nearest to `start`, by default the current folder), the rules it and the command line
-    select, and the ignored selectors; raises ConfigError. A preview rule named by its code while preview is off gets
-    a warning, as in Ruff."""
-    config = nearest_config(config_path, start)
+) -> tuple[Config, list[type[Rule]]]:
+    """The configuration (the nearest to the current folder) and the rules it and the command line select; raises
+    ConfigError. A preview rule named by its code while preview is off gets a warning, as in Ruff."""
+    config = nearest_config(config_path)
     selection = selected_rules(config, _split(select) or None, _split(extend_select), _split(ignore), preview)
     for code in selection.preview_not_run:
         _warn(f"{code} is a preview rule; add --preview to run it")
-    return config, selection.rules, selection.ignored
+    return config, selection.rules
 
 
 @main.command()
@@ -200,9 +199,14 @@ def check(
     stdin_path = _stdin_path(paths, stdin_filename)
     try:
         start = Path(os.path.abspath(stdin_path)).parent if stdin_path else None  # stdin's configuration is its file's
-        config, rules, ignored = _load_selection(config_path, select, extend_select, ignore, preview, start)
-        patterns = [*(_split(exclude) or config.exclude), *config.extend_exclude, *_split(extend_exclude)]
-        excluder = Excluder(patterns, config.root, config.respect_gitignore if respect_gitignore is None else respect_gitignore)
+        config = nearest_config(config_path, start)  # the run's own; each file's is the nearest to it
+        choices = CommandLineChoices(
+            _split(select) or None, _split(extend_select), _split(ignore), preview, _split(exclude), _split(extend_exclude)
+        )
+        configs = ConfigResolver(config, known_codes(), fixed=config_path is not None)
+        respected = config.respect_gitignore if respect_gitignore is None else respect_gitignore
+        per_file = PerFileSettings(configs, choices, respected, _warn)
+        excluder = per_file.excluder
         requested = paths or (".",)
         if stdin_path is None:
             named = existing_paths(requested, _warn)
@@ -210,6 +214,8 @@ def check(
         else:
             named = requested
             files = [] if force_exclude and excluder.excludes(stdin_path) else [stdin_path]
+        checked = [display_path(f) for f in files]
+        rules = per_file.rules_of(checked)  # every file's configuration read here: a bad one stops the run
     except (ConfigError, MissingPathError) as error:
         _fail(str(error))
     if project_root is not None and not os.path.isdir(project_root):
@@ -226,12 +232,12 @@ def check(
     # whole heap again and again (a tenth of a cold run). What cycles there are, it still collects.
     gc.set_threshold(100_000, 20, 100)
     contents = {stdin_path: sys.stdin.buffer.read()} if stdin_path else {}
-    run = check_paths([display_path(f) for f in files], rules, settings, config.root, not no_cache, contents)
+    run = check_by_rules(checked, per_file.rules_for, settings, config.root, not no_cache, contents)
     results = run.results
     if fix or diff:
         from pitfall_lint.fix.session import fix_files  # libcst is loaded only when fixing
 
-        outcome = fix_files(run, rules, unsafe_fixes, diff, config.ignored_at)
+        outcome = fix_files(run, rules, unsafe_fixes, diff, per_file.silenced_for)
         errors += outcome.errors
         if diff:
             sys.exit(EXIT_ERROR if errors else EXIT_FINDINGS if outcome.changed_paths else EXIT_CLEAN)
@@ -240,15 +246,14 @@ def check(
             sys.stdout.buffer.write(contents[stdin_path])
             sys.stdout.flush()
         # Every file is checked again: a rewrite in one file can change what the project tells another.
-        results = check_paths([r.path for r in results], rules, settings, config.root, not no_cache, contents).results
+        again = check_by_rules([r.path for r in results], per_file.rules_for, settings, config.root, not no_cache, contents)
+        results = again.results
     for result in results:
         if result.internal_error:
             errors += 1
             click.echo(f"error: {result.path}: {result.internal_error}", err=True)
-        skipped = config.ignored_at(result.path)
-        diagnostics.extend(
-            d for d in result.diagnostics if not (d.code == PARSE_ERROR.code and matches(d.code, ignored)) and not matches(d.code, skipped)
-        )
+        skipped = per_file.silenced_for(result.path)
+        diagnostics.extend(d for d in result.diagnostics if not matches(d.code, skipped))
     diagnostics.sort()
     if write_baseline_path:
         try:
@@ -260,12 +265,18 @@ def check(
         sys.exit(EXIT_ERROR if errors else EXIT_CLEAN)
     hidden = 0
     if baseline_path:
+        def reported(path: str, code: str) -> bool:
+            return not matches(code, per_file.silenced_for(path))
+
         try:
-            fresh = baseline.new_findings(Path(baseline_path), diagnostics)
+            fresh, stale = baseline.compare(Path(baseline_path), diagnostics, [r.path for r in results], reported)
         except baseline.BaselineError as error:
             _fail(str(error))
         hidden, diagnostics = len(diagnostics) - len(fresh), fresh
-    infos = [PARSE_ERROR, *(rule.info for rule in rules)]
+        if stale:
+            entries = f"1 entry of {baseline_path} is" if stale == 1 else f"{stale} entries of {baseline_path} are"
+            _warn(f"{entries} no longer found; --write-baseline {baseline_path} drops {'it' if stale == 1 else 'them'}")
+    infos = [PARSE_ERROR, *SUPPRESSION_CHECKS, *(rule.info for rule in rules)]
     stream = sys.stderr if stdin_path and fix else sys.stdout
     color = output_file is None and stream.isatty() and "NO_COLOR" not in os.environ
     report = Report(
@@ -352,7 +363,7 @@ def verify(
     if kind is not None:
         _fail(f"{path}: not a regular file ({kind})")  # reading a named pipe would block forever
     try:
-        config, rules, _ = _load_selection(config_path, select, extend_select, ignore, preview)
+        config, rules = _load_selection(config_path, select, extend_select, ignore, preview)
     except ConfigError as error:
         _fail(str(error))
     settings = ProjectSettings(Excluder([*config.exclude, *config.extend_exclude], config.root, config.respect_gitignore), config.data_parallel)  # type: ignore[arg-type]
@@ -422,6 +433,19 @@ def list_rules(output_format: str) -> None:
             f"{i.code:<7} {i.name:<{width}} {default:<7} {i.severity:<8} {verify:<6} {i.fix or '-':<6} {state:<7} "
             f"{first_run[i.code]:<{first_run_width}} {i.summary}"
         )
+
+
+@main.command()
+@_one_line_errors
+def server() -> None:
+    """Run the language server for editors, speaking LSP on stdin and stdout."""
+    try:
+        from pitfall_lint.server.protocol import serve
+    except ImportError as error:
+        if (error.name or "").partition(".")[0] not in ("pygls", "lsprotocol"):
+            raise
+        _fail('the language server needs pygls: pip install "pitfall-lint[server]"')
+    sys.exit(serve())
 
 
 @main.command()

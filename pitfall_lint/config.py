@@ -1,13 +1,15 @@
-"""`[tool.pitfall-lint]` from the nearest pyproject.toml, validated, merged with the command line."""
+"""`[tool.pitfall-lint]` from the nearest pyproject.toml, validated, over the one it extends, merged with the command
+line."""
 
 from __future__ import annotations
 
 import fnmatch
+import glob
 import os
 import re
 import sys
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
@@ -25,9 +27,12 @@ DATA_PARALLEL_MODES = ("auto", "always", "never")
 _RESPECT_GITIGNORE_KEY = "respect-gitignore"
 _PREVIEW_KEY = "preview"
 _TARGET_KEY = "target-version"
+_EXTEND_KEY = "extend"
 # The oldest Python the project supports, as Ruff spells it; without it, `[project] requires-python` tells.
 TARGET_VERSIONS = tuple(f"py3{minor}" for minor in range(7, 15))
-_KNOWN_KEYS = (*_LIST_KEYS, "per-file-ignores", _DATA_PARALLEL_KEY, _RESPECT_GITIGNORE_KEY, _PREVIEW_KEY, _TARGET_KEY)
+_KNOWN_KEYS = (
+    *_LIST_KEYS, "per-file-ignores", _DATA_PARALLEL_KEY, _RESPECT_GITIGNORE_KEY, _PREVIEW_KEY, _TARGET_KEY, _EXTEND_KEY
+)
 # One clause of a version specifier (PEP 440), such as `>=3.10` or `==3.11.*`.
 _SPECIFIER = re.compile(r"\s*(?P<operator>~=|===|==|!=|<=|>=|<|>)\s*(?P<major>\d+)(?:\.(?P<minor>\d+))?(?:\.\d+)*(?:\.\*)?\s*")
 
@@ -112,7 +117,9 @@ class Config:
         return tuple(
             code
             for pattern, codes in self.per_file_ignores.items()
-            if fnmatch.fnmatchcase(relative, pattern) or fnmatch.fnmatchcase(name, pattern)
+            # An absolute pattern is one of an extended configuration, anchored at its folder.
+            if fnmatch.fnmatchcase(absolute.as_posix() if os.path.isabs(pattern) else relative, pattern)
+            or fnmatch.fnmatchcase(name, pattern)
             for code in codes
         )
 
@@ -137,10 +144,54 @@ def find_pyproject(start: Path) -> Path | None:
     the user's selection without a word.
     """
     for folder in [start, *start.parents]:
-        candidate = folder / "pyproject.toml"
-        if os.path.isfile(candidate) and SECTION in _read_toml_text(candidate):
+        candidate = _configuration_in(folder)
+        if candidate is not None:
             return candidate
     return None
+
+
+def _configuration_in(folder: Path) -> Path | None:
+    """The folder's pyproject.toml when it has a [tool.pitfall-lint] table."""
+    candidate = folder / "pyproject.toml"
+    return candidate if os.path.isfile(candidate) and SECTION in _read_toml_text(candidate) else None
+
+
+class ConfigResolver:
+    """Each file's configuration, found as Ruff finds it in a monorepo: the nearest pyproject.toml with a
+    [tool.pitfall-lint] table at or above the file's folder, else `fallback` (the run's own: `--config`, or the
+    nearest to the current folder). With `fixed` (`--config`), `fallback` for every file. Found once per folder,
+    each file read once: a run with one configuration pays a look at each folder's pyproject.toml."""
+
+    def __init__(self, fallback: Config, known_codes: Sequence[str], fixed: bool = False) -> None:
+        self.fallback = fallback
+        self._known_codes = known_codes
+        self._fixed = fixed
+        self._by_folder: dict[str, Config] = {}
+        self._by_file: dict[str, Config] = {}
+        if fallback.source is not None:
+            self._by_file[os.path.abspath(fallback.source)] = fallback
+
+    def config_for(self, path: str | Path) -> Config:
+        """The configuration of a file; raises ConfigError."""
+        return self.fallback if self._fixed else self.config_in(os.path.dirname(os.path.abspath(path)))
+
+    def config_in(self, folder: str) -> Config:
+        """The configuration of the files in this (absolute) folder; raises ConfigError."""
+        if self._fixed:
+            return self.fallback
+        found = self._by_folder.get(folder)
+        if found is None:
+            candidate = _configuration_in(Path(folder))
+            if candidate is not None:
+                file = str(candidate)
+                if file not in self._by_file:
+                    self._by_file[file] = load_config(candidate, self._known_codes)
+                found = self._by_file[file]
+            else:
+                parent = os.path.dirname(folder)
+                found = self.fallback if parent == folder else self.config_in(parent)
+            self._by_folder[folder] = found
+        return found
 
 
 def _strings(where: str, value: object) -> tuple[str, ...]:
@@ -158,8 +209,15 @@ def _boolean(table: dict[str, object], key: str, default: bool, path: Path) -> b
 
 
 def load_config(path: Path | None, known_codes: Sequence[str]) -> Config:
+    """The file's settings over those of the file its `extend` names (relative to it), and so on, as in Ruff;
+    raises ConfigError, for a cycle of `extend` or a file it names that is missing too."""
     if path is None:
         return Config(root=Path.cwd(), target=_nearest_requires_python(Path.cwd()))
+    return _load(path, known_codes, ())
+
+
+def _load(path: Path, known_codes: Sequence[str], extended_by: tuple[Path, ...]) -> Config:
+    """`extended_by`: the files (resolved) whose `extend` led here, the first one first."""
     try:
         document = tomllib.loads(_read_toml_text(path))
     except tomllib.TOMLDecodeError as error:
@@ -190,7 +248,7 @@ def load_config(path: Path | None, known_codes: Sequence[str]) -> Config:
         raise ConfigError(
             f"{path}: [{SECTION}] {_TARGET_KEY}: expected one of {', '.join(map(repr, TARGET_VERSIONS))}, got {target!r}"
         )
-    return Config(
+    own = Config(
         root=path.parent,
         data_parallel=data_parallel,
         respect_gitignore=_boolean(table, _RESPECT_GITIGNORE_KEY, True, path),
@@ -203,6 +261,73 @@ def load_config(path: Path | None, known_codes: Sequence[str]) -> Config:
         exclude=values.get("exclude", ()),
         extend_exclude=values.get("extend-exclude", ()),
         per_file_ignores=per_file_ignores,
+    )
+    if _EXTEND_KEY not in table:
+        return own
+    extended = table[_EXTEND_KEY]
+    if not isinstance(extended, str) or not extended:
+        raise ConfigError(f"{path}: [{SECTION}] {_EXTEND_KEY}: expected the path of a pyproject.toml, got {extended!r}")
+    base = Path(os.path.normpath(path.parent / os.path.expanduser(extended)))
+    chain = (*extended_by, path.resolve())
+    if base.resolve() in chain:
+        cycle = [*(str(file) for file in chain[chain.index(base.resolve()) :]), str(base.resolve())]
+        raise ConfigError(f"{path}: [{SECTION}] {_EXTEND_KEY}: a cycle: {' -> '.join(cycle)}")
+    if not os.path.isfile(base):
+        raise ConfigError(f"{path}: [{SECTION}] {_EXTEND_KEY}: {base}: no such file")
+    return _over(_load(base, known_codes, chain), own, table, known_codes)
+
+
+def _over(base: Config, own: Config, keys: Collection[str], known_codes: Sequence[str]) -> Config:
+    """`own` (the keys given of it) over `base`, as Ruff merges an extended configuration: a `select` starts the
+    choice afresh, else the `extend-select` and `ignore` of both count (what `own` selects again no longer
+    ignored); `extend-exclude` adds to the base's; any other key given replaces the base's. The base's patterns
+    keep matching from its own folder."""
+    if "select" in keys:
+        select, extend_select, ignore = own.select, own.extend_select, own.ignore
+    else:
+        select = base.select
+        extend_select = (*base.extend_select, *own.extend_select)
+        ignore = (*_still_ignored(base.ignore, own.extend_select, known_codes), *own.ignore)
+    if _TARGET_KEY in keys or (base.target is not None and base.target.source == _TARGET_KEY):
+        target = own.target if _TARGET_KEY in keys else base.target
+    else:  # neither sets target-version: this project's requires-python, else the base's
+        target = own.target or base.target
+    return replace(
+        own,
+        select=select,
+        extend_select=extend_select,
+        ignore=ignore,
+        exclude=own.exclude if "exclude" in keys else anchored(base.exclude, base.root),
+        extend_exclude=(*anchored(base.extend_exclude, base.root), *own.extend_exclude),
+        per_file_ignores=(
+            own.per_file_ignores if "per-file-ignores" in keys
+            else dict(zip(anchored(base.per_file_ignores, base.root), base.per_file_ignores.values()))
+        ),
+        data_parallel=own.data_parallel if _DATA_PARALLEL_KEY in keys else base.data_parallel,
+        respect_gitignore=own.respect_gitignore if _RESPECT_GITIGNORE_KEY in keys else base.respect_gitignore,
+        preview=own.preview if _PREVIEW_KEY in keys else base.preview,
+        target=target,
+    )
+
+
+def _still_ignored(ignore: Iterable[str], selected_again: Sequence[str], known_codes: Sequence[str]) -> tuple[str, ...]:
+    """The ignore selectors, less the codes selected again: a prefix with some of them becomes its other codes."""
+    kept: list[str] = []
+    for selector in ignore:
+        codes = [code for code in known_codes if matches(code, (selector,))]
+        if any(matches(code, selected_again) for code in codes):
+            kept.extend(code for code in codes if not matches(code, selected_again))
+        else:
+            kept.append(selector)
+    return tuple(kept)
+
+
+def anchored(patterns: Iterable[str], root: Path) -> tuple[str, ...]:
+    """Patterns with a slash made absolute at `root`, to match from any folder; a name matches anywhere as it is."""
+    folder = glob.escape(os.path.abspath(root))
+    return tuple(
+        f"{folder}/{pattern.removeprefix('./')}" if "/" in pattern and not os.path.isabs(pattern) else pattern
+        for pattern in patterns
     )
 
 

@@ -98,3 +98,19 @@ PARSE_ERROR = RuleInfo(
     summary="The file could not be read, decoded or parsed, so no rule could check it; or it uses syntax newer than the project's target Python.",
     severity="error",
 )
+UNUSED_SUPPRESSION = RuleInfo(
+    code="PFL001",
+    name="unused-suppression",
+    summary="A range suppression (`# pitfall-lint: disable[...]`) lists a code that nothing in its range is reported under.",
+    severity="warning",
+)
+INVALID_SUPPRESSION = RuleInfo(
+    code="PFL002",
+    name="invalid-suppression",
+    summary="A range suppression comment that does not do what it says: no matching enable (it silences to the end of its block), an enable that ends no range, no codes, an unknown code, or a comment after code.",
+    severity="warning",
+)
+# The engine's own codes, reported whatever rules run: chosen by select and ignore as the rules are, but PFL000,
+# which only ignore turns off.
+SUPPRESSION_CHECKS = (UNUSED_SUPPRESSION, INVALID_SUPPRESSION)
+ENGINE_CODES = frozenset(info.code for info in (PARSE_ERROR, *SUPPRESSION_CHECKS))

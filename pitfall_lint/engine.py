@@ -1,4 +1,4 @@
-"""One file: trigger prefilter, one parse, one traversal shared by all rules, then suppression."""
+"""One file: trigger prefilter, one parse, one traversal shared by all rules, then suppression (noqa, ranges)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pitfall_lint.parsing import newer_than_target, parse_source, target_message
 from pitfall_lint.project.model import ProjectModel, Question
 from pitfall_lint.rules.base import Rule
 from pitfall_lint.source import SourceText, decoding_error
-from pitfall_lint.suppress import is_suppressed
+from pitfall_lint.suppress import without_suppressed
 from pitfall_lint.traversal import Handler, traverse
 
 PYTHON_SUFFIX = ".py"
@@ -66,6 +66,8 @@ class Engine:
     def __init__(self, rules: Sequence[type[Rule]]) -> None:
         self._rules = tuple(rule for rule in rules if not rule.runtime_only)
         self._trigger_bytes = [tuple(tuple(t.encode() for t in group) for group in rule.triggers) for rule in self._rules]
+        # The codes a range suppression can be told unused for: those of the rules this engine runs.
+        self._judged = frozenset(rule.info.code for rule in self._rules)
 
     def _applicable(self, path: str, data: bytes) -> list[type[Rule]]:
         """The rules for this kind of file whose trigger words it holds: the others cannot report anything."""
@@ -108,7 +110,9 @@ class Engine:
             reason = decoding_error(data)
             if reason:
                 return _parse_error(path, f"cannot decode: {reason}")
-            return FileResult(path, questions=view.questions(), summaries=project.take_fresh_summaries())
+            # No rule can report here: every range suppression the file holds is unused.
+            unused = without_suppressed(path, data, (), SourceText(data).line, self._judged)
+            return FileResult(path, tuple(unused), questions=view.questions(), summaries=project.take_fresh_summaries())
         try:
             parsed = parse_source(data, path)
         except SyntaxError as error:
@@ -133,7 +137,7 @@ class Engine:
             return FileResult(path, internal_error=_describe_internal_error(error))
         finally:
             project.withdraw(path)
-        kept = (d for d in ctx.diagnostics if not is_suppressed(d.code, text.line(d.line)))
+        kept = without_suppressed(path, parsed.data, ctx.diagnostics, text.line, self._judged)
         return FileResult(path, tuple(sorted(set(kept))), questions=view.questions(), summaries=project.take_fresh_summaries())
 
     @staticmethod

@@ -17,6 +17,9 @@ NAMED_PYTHON_SUFFIXES = (*PYTHON_SUFFIXES, ".pyi", ".pyw")
 # `#!/usr/bin/env python3`, `#!/usr/bin/python3.11 -u`, `#! python`, `#!/usr/bin/env -S pypy3`: the first line only.
 _PYTHON_SHEBANG = re.compile(rb"#!(?:[^\n]*[\s/])?(?:python|pypy)[0-9.]*(?:\s|$)")
 _SHEBANG_LENGTH = 4096
+# Where launch commands are written (read by project/launches.py): shell scripts, Makefiles, the documentation.
+_LAUNCH_DOCUMENT_SUFFIXES = (".sh", ".bash", ".mk", ".md", ".rst")
+_LAUNCH_DOCUMENT_NAMES = frozenset({"Makefile", "makefile", "GNUmakefile"})
 # Never ours to check: version control, virtual environments, caches and build output.
 DEFAULT_EXCLUDED_DIRECTORIES = frozenset(
     {
@@ -48,27 +51,37 @@ class Excluder:
         self.git = GitIgnore() if respect_gitignore else None
         names: list[str] = []
         paths: list[str] = []
+        absolute: list[str] = []  # those of an extended configuration, anchored at its folder
         for raw in patterns:
             pattern = raw.rstrip("/").removeprefix("./")
             # `**/x` also matches `x` at the top, as in Ruff's globs.
-            for variant in (pattern, pattern[3:]) if pattern.startswith("**/") else (pattern,):
-                (paths if "/" in variant else names).append(variant)
+            if pattern.startswith("**/"):
+                variants = (pattern, pattern[3:])
+            elif os.path.isabs(pattern) and "/**/" in pattern:
+                variants = (pattern, pattern.replace("/**/", "/", 1))
+            else:
+                variants = (pattern,)
+            for variant in variants:
+                (absolute if os.path.isabs(variant) else paths if "/" in variant else names).append(variant)
         self._names = tuple(names)
         self._paths = tuple(paths)
-        self._root = os.path.abspath(root)
+        self._absolute = tuple(absolute)
+        self.root = os.path.abspath(root)
 
     def matches(self, path: Path | str) -> bool:
         """Whether this file or folder itself is excluded, as a walk meets it."""
-        if not (self._names or self._paths):
+        if not (self._names or self._paths or self._absolute):
             return False
         # abspath, not resolve: links are matched where they stand, and a link loop cannot raise.
         absolute = os.path.abspath(path)
         name = os.path.basename(absolute)
         if any(fnmatch.fnmatchcase(name, p) for p in self._names):
             return True
-        if not self._paths or not absolute.startswith(self._root + os.sep):
+        if any(fnmatch.fnmatchcase(absolute, p) for p in self._absolute):
+            return True
+        if not self._paths or not absolute.startswith(self.root + os.sep):
             return False
-        relative = Path(os.path.relpath(absolute, self._root)).as_posix()
+        relative = Path(os.path.relpath(absolute, self.root)).as_posix()
         return any(fnmatch.fnmatchcase(relative, p) for p in self._paths)
 
     def excludes(self, path: Path | str) -> bool:
@@ -77,16 +90,45 @@ class Excluder:
         return self._matches_above(path) or (self.git is not None and self.git.ignores(path))
 
     def _matches_above(self, path: Path | str) -> bool:
-        if not (self._names or self._paths):
+        if not (self._names or self._paths or self._absolute):
             return False
         current = os.path.abspath(path)
-        while current != self._root:
+        while current != self.root:
             if self.matches(current):
                 return True
             parent = os.path.dirname(current)
             if parent == current:
                 return False
             current = parent
+        return False
+
+
+class FolderExcluder(Excluder):
+    """The exclusions of each folder's own configuration, as Ruff applies a monorepo's: what a walk meets in a folder
+    is matched by the excluder of that folder (`excluder_in`, given an absolute folder); what git ignores, once for
+    all."""
+
+    def __init__(self, excluder_in: Callable[[str], Excluder], respect_gitignore: bool = True) -> None:
+        super().__init__((), Path("/"), respect_gitignore)
+        self._excluder_in = excluder_in
+        self._in_folder: dict[str, Excluder] = {}
+
+    def matches(self, path: Path | str) -> bool:
+        folder = os.path.dirname(path)  # as given: a walk's entries share their folder's spelling
+        excluder = self._in_folder.get(folder)
+        if excluder is None:
+            excluder = self._in_folder[folder] = self._excluder_in(os.path.dirname(os.path.abspath(path)))
+        return excluder.matches(path)
+
+    def _matches_above(self, path: Path | str) -> bool:
+        """The path or a folder above it, each matched by its parent folder's excluder up to that one's root."""
+        current = os.path.abspath(path)
+        parent = os.path.dirname(current)
+        while parent != current:
+            excluder = self._excluder_in(parent)
+            if current.startswith(excluder.root + os.sep) and excluder.matches(current):
+                return True
+            current, parent = parent, os.path.dirname(parent)
         return False
 
 
@@ -123,7 +165,14 @@ def _is_python(path: str) -> bool:
     return _PYTHON_SHEBANG.match(first_line) is not None
 
 
-def _walk(folder: str, excluder: Excluder, warn: Warn) -> Iterator[str]:
+def is_launch_document(name: str) -> bool:
+    """Whether a file of this name can hold commands that launch the project's scripts."""
+    return name.endswith(_LAUNCH_DOCUMENT_SUFFIXES) or name in _LAUNCH_DOCUMENT_NAMES
+
+
+def _walk(folder: str, excluder: Excluder, warn: Warn, documents: list[str] | None = None) -> Iterator[str]:
+    """The Python files under the folder; `documents`, when given, gets the launch documents the walk meets
+    (see project/launches.py), read by no other walk."""
     pending = [(folder, excluder.git.rules_above(folder) if excluder.git is not None else None)]
     while pending:
         directory, above = pending.pop()
@@ -151,6 +200,10 @@ def _walk(folder: str, excluder: Excluder, warn: Warn) -> Iterator[str]:
                 # A link to a folder is not followed, as in os.walk; a broken link is kept, as a loop is.
                 if not linked_folder and (regular or _keep(entry.path, warn)):
                     yield str(Path(entry.path))  # `./a.py` and `a.py` are one file
+            elif documents is not None and is_launch_document(name) and not excluder.matches(entry.path) and entry.is_file():
+                # Read, never checked: git is not asked about a document in a folder it keeps (asking it for each
+                # document made the walk a third slower on diffusers).
+                documents.append(str(Path(entry.path)))
         pending.extend(reversed(subdirectories))  # depth first, in name order
 
 
@@ -166,15 +219,18 @@ def existing_paths(paths: Sequence[str], warn: Warn) -> list[str]:
     return existing
 
 
-def discover(paths: Sequence[str], excluder: Excluder, warn: Warn, force_exclude: bool = False) -> list[str]:
+def discover(
+    paths: Sequence[str], excluder: Excluder, warn: Warn, force_exclude: bool = False, documents: list[str] | None = None
+) -> list[str]:
     """Files to check, in a stable order. Named files are checked even when excluded, unless forced.
-    What is not a regular file (a named pipe, a device) or not Python is skipped with a warning."""
+    What is not a regular file (a named pipe, a device) or not Python is skipped with a warning. `documents`: see
+    _walk."""
     found: dict[str, None] = {}
     for raw in paths:
         if force_exclude and excluder.excludes(raw):
             continue
         if os.path.isdir(raw):
-            found.update((path, None) for path in _walk(raw, excluder, warn))
+            found.update((path, None) for path in _walk(raw, excluder, warn, documents))
         elif not _keep(raw, warn):
             continue
         elif _is_python(raw):

@@ -36,6 +36,7 @@ class Flake8Plugin:
     version = __version__
     _config: Config | None = None
     _engine: Engine | None = None
+    _left_out: tuple[str, ...] = ()  # the engine's own codes the selection leaves out
     # One model per project root, as `check` sees the project: every file is checked against its project.
     _projects: dict[Path | None, ProjectModel] = {}
 
@@ -51,12 +52,13 @@ class Flake8Plugin:
             # flake8's --select, given at all, replaces the choice, as `check --select` does: one that names
             # none of our codes (`--select E`) leaves no rule to run.
             select = _ours(options.select) if options.select is not None else None
-            rules = selected_rules(config, select, _ours(options.extend_select), ()).rules
+            selection = selected_rules(config, select, _ours(options.extend_select), ())
         except ConfigError as error:
             print(f"error: {error}", file=sys.stderr)
             raise SystemExit(2) from None
         cls._config = config
-        cls._engine = Engine(rules)
+        cls._engine = Engine(selection.rules)
+        cls._left_out = selection.left_out
         cls._projects = {}
 
     def _project(self, config: Config) -> ProjectModel:
@@ -71,7 +73,7 @@ class Flake8Plugin:
         config, engine = type(self)._config, type(self)._engine
         assert config is not None and engine is not None, "flake8 calls parse_options before any check"
         result = engine.check_source(self._filename, "".join(self._lines).encode("utf-8"), self._project(config))
-        skipped = config.ignored_at(self._filename)
+        skipped = (*config.ignored_at(self._filename), *type(self)._left_out)
         for d in result.diagnostics:
             # flake8 reports syntax errors itself (E999).
             if d.code != "PFL000" and not matches(d.code, skipped):

@@ -5,18 +5,18 @@ One place for `check`, `verify` and the flake8 plugin, so that each runs the rul
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
 from pitfall_lint.config import Config, check_codes, find_pyproject, load_config, matches
-from pitfall_lint.diagnostic import PARSE_ERROR, RuleInfo
+from pitfall_lint.diagnostic import PARSE_ERROR, SUPPRESSION_CHECKS, Diagnostic, RuleInfo
 from pitfall_lint.rules import all_rules
 from pitfall_lint.rules.base import Rule
 
 
 def rule_infos() -> list[RuleInfo]:
-    return [PARSE_ERROR, *(rule.info for rule in all_rules())]
+    return [PARSE_ERROR, *SUPPRESSION_CHECKS, *(rule.info for rule in all_rules())]
 
 
 def known_codes() -> list[str]:
@@ -32,9 +32,10 @@ def nearest_config(config_path: str | None, start: Path | None = None) -> Config
 
 class Selection(NamedTuple):
     rules: list[type[Rule]]
-    ignored: list[str]  # every ignore selector, configured or given
     # Preview rules named by their exact code while preview mode is off: asked for, yet not run.
     preview_not_run: list[str]
+    # The engine's own codes that it reports whatever rules run, left out here: to drop from every file's findings.
+    left_out: tuple[str, ...]
 
 
 def selected_rules(
@@ -57,8 +58,18 @@ def selected_rules(
     enabled_rules = [rule for rule in all_rules() if enabled(rule.info)]
     held_back = {rule for rule in enabled_rules if rule.info.preview and not preview_mode}
     named = {*(chosen or ()), *extend_all}
+    # PFL000 stays whatever the selection, unless ignored: a file not parsed must not pass for a clean one.
+    parse_errors_ignored = (PARSE_ERROR.code,) if matches(PARSE_ERROR.code, ignore_all) else ()
     return Selection(
         [rule for rule in enabled_rules if rule not in held_back],
-        list(ignore_all),
         [rule.info.code for rule in enabled_rules if rule in held_back and rule.info.code in named],
+        (*parse_errors_ignored, *(info.code for info in SUPPRESSION_CHECKS if not enabled(info))),
     )
+
+
+def reported(diagnostics: Iterable[Diagnostic], path: str, config: Config, selection: Selection) -> list[Diagnostic]:
+    """The findings of the file at `path` that its configuration lets through: its per-file-ignores take out any
+    code, and the selection the engine's own codes it leaves out (PFL000 when ignored, the suppression checks when
+    not selected), which the engine reports whatever rules run."""
+    silenced = (*selection.left_out, *config.ignored_at(path))
+    return [d for d in diagnostics if not matches(d.code, silenced)]

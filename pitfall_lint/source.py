@@ -20,6 +20,12 @@ def decoding_error(data: bytes) -> str | None:
     return None
 
 
+def split_lines(text: str) -> list[str]:
+    """The lines as Python and the Language Server Protocol count them, without their ends: only \\r\\n, \\r and \\n
+    end a line (str.splitlines also splits at a form feed)."""
+    return _NEWLINE.split(text)
+
+
 class SourceText:
     """Decoded lines of a file, made only when a diagnostic needs them."""
 
@@ -29,7 +35,7 @@ class SourceText:
     @cached_property
     def lines(self) -> list[str]:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(self.data).readline)
-        return _NEWLINE.split(self.data.decode(encoding, errors="replace"))
+        return split_lines(self.data.decode(encoding, errors="replace"))
 
     def line(self, number: int) -> str:
         """The text of a 1-based line, '' past the end."""

@@ -278,7 +278,7 @@ def test_a_bug_of_ours_in_check_is_a_one_line_error(tmp_path: Path, monkeypatch:
 
     (tmp_path / "train.py").write_text(BAD_SAVE)
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(cli, "check_paths", broken)
+    monkeypatch.setattr(cli, "check_by_rules", broken)
     result = CliRunner().invoke(main, ["check", "train.py"], catch_exceptions=False)
     assert (result.exit_code, result.stdout) == (2, "")
     assert result.stderr == "error: internal error in check: RuntimeError: the model lost a file\n"

@@ -102,3 +102,34 @@ def test_an_unknown_baseline_format_is_a_one_line_error(project: Path) -> None:
     assert (result.exit_code, result.stderr) == (
         2, "error: baseline.json: baseline format 7 is not one this version reads (1 or 2): write it again\n"
     )
+
+
+def test_entries_no_longer_found_are_counted_on_stderr(project: Path) -> None:
+    (project / "train.py").write_text(SETUP + "torch.save({}, 'a.pt')\ntorch.save({}, 'b.pt')\ntorch.save({}, 'c.pt')\n")
+    check("--write-baseline", "baseline.json")
+    result = check("--baseline", "baseline.json")
+    assert (result.exit_code, found(result), result.stderr) == (0, [], "")
+    (project / "train.py").write_text(SETUP + "torch.save({}, 'b.pt')\n")  # a.pt's and c.pt's fixed
+    result = check("--baseline", "baseline.json")
+    assert (result.exit_code, found(result)) == (0, [])
+    assert result.stderr == (
+        "warning: 2 entries of baseline.json are no longer found; --write-baseline baseline.json drops them\n"
+    )
+    (project / "train.py").write_text(SETUP + "torch.save({}, 'renamed.pt')\n")  # b.pt's changed into a new finding
+    result = check("--baseline", "baseline.json")
+    assert (result.exit_code, found(result)) == (1, [("PFL201", 4)])
+    assert result.stderr == (
+        "warning: 3 entries of baseline.json are no longer found; --write-baseline baseline.json drops them\n"
+    )
+    check("--write-baseline", "baseline.json")
+    assert check("--baseline", "baseline.json").stderr == ""
+
+
+def test_an_entry_of_a_file_or_a_rule_left_out_of_the_run_is_not_stale(project: Path) -> None:
+    (project / "other.py").write_text(SETUP + "torch.save({}, 'other.pt')\n")
+    check("--write-baseline", "baseline.json")
+    (project / "train.py").write_text(SETUP)
+    result = check("--baseline", "baseline.json", "train.py")
+    assert result.stderr == "warning: 1 entry of baseline.json is no longer found; --write-baseline baseline.json drops it\n"
+    assert check("--baseline", "baseline.json", "other.py").stderr == ""  # train.py's entry: not checked
+    assert check("--baseline", "baseline.json", "--select", "PFL301").stderr == ""  # PFL201 did not run

@@ -37,8 +37,9 @@ def test_default_command_is_check_of_the_current_folder(project: Path) -> None:
     assert result.stdout.splitlines() == [
         "save.py:4:1: PFL201 `torch.save` runs on every rank, which then overwrite one file; guard it with "
         "`if dist.get_rank() == 0:` or put the rank in the path",
-        "spawn.py:4:1: PFL301 [*] `torch.multiprocessing.spawn` starts processes at import time: spawned children "
-        're-import the module and fail while bootstrapping; move it under `if __name__ == "__main__":`',
+        "spawn.py:4:1: PFL301 [*] `torch.multiprocessing.spawn` starts processes at import time with the spawn start "
+        "method, on every platform: each child re-imports the module, reaches it again and fails while bootstrapping; "
+        'move it under `if __name__ == "__main__":`',
         "Found 2 diagnostics in 2 of 3 files checked.",
         "[*] 1 fixable with `--fix` (1 unsafe fix available with `--fix --unsafe-fixes`).",
     ]
@@ -186,13 +187,15 @@ def test_rules_lists_every_rule() -> None:
     from pitfall_lint.rules import all_rules
 
     rows = json.loads(run("rules", "--format", "json").stdout)
-    assert [r["code"] for r in rows] == ["PFL000", *(rule.info.code for rule in all_rules())]
+    assert [r["code"] for r in rows] == ["PFL000", "PFL001", "PFL002", *(rule.info.code for rule in all_rules())]
     assert set(rows[0]) == {"code", "name", "summary", "severity", "enabled_by_default", "verifiable", "fix", "preview", "first_run"}
     text = run("rules").stdout.splitlines()
     assert text[0].split() == ["code", "name", "default", "severity", "verify", "fix", "state", "first", "run", "summary"]
     catalog = {tuple(line.split()[:6]) for line in text[1:]}
     assert catalog == {
         ("PFL000", "parse-error", "on", "error", "no", "-"),
+        ("PFL001", "unused-suppression", "on", "warning", "no", "-"),
+        ("PFL002", "invalid-suppression", "on", "warning", "no", "-"),
         ("PFL101", "bound-method-on-module", "on", "warning", "yes", "-"),
         ("PFL102", "pad-packed-without-total-length", "on", "warning", "yes", "safe"),
         ("PFL103", "dp-scatter-dim-mismatch", "on", "warning", "yes", "-"),

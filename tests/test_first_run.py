@@ -47,6 +47,7 @@ def test_figures_per_rule_and_overall_leave_debatable_out_of_both(log: Path, cap
     assert first_run.main(["--log", str(log)]) == 0
     assert capsys.readouterr().out.splitlines() == [
         "2 repositories: someone/newer, someone/older",
+        "1 kinds: template 2",
         "rule       findings       true      false  debatable     misses  precision     recall",
         "PFL201            3          1          1          1          1       50 %       50 %",
         "PFL306            3          2          1          0          1       67 %       67 %",
@@ -96,4 +97,20 @@ def test_write_records_the_whole_log_for_the_installed_tool(
     }
     assert list(written) == ["PFL201", "PFL306", "PFL401", "all"]
     assert first_run.main(["--log", str(log), "--write", "--since", "2026-11-25"]) == 2
-    assert capsys.readouterr().err == "error: --write records the whole log; leave out --since\n"
+    assert capsys.readouterr().err == "error: --write records the whole log; leave out --since and --batch\n"
+
+
+def test_batch_keeps_the_repositories_of_that_batch(log: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The proof batch is named in its entries: checked the same day as a tuning batch, it is still told apart."""
+    proof = entry("someone/proof", "2026-11-25", [finding("PFL201", "true")], [])
+    proof["batch"], proof["kind"] = "proof-1", "research"
+    (log / "proof.json").write_text(json.dumps(proof))
+    assert first_run.main(["--log", str(log), "--batch", "proof-1"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "1 repositories: someone/proof",
+        "1 kinds: research 1",
+        "rule       findings       true      false  debatable     misses  precision     recall",
+        "PFL201            1          1          0          0          0      100 %      100 %",
+        "all               1          1          0          0          0      100 %      100 %",
+    ]
+    assert first_run.main(["--log", str(log), "--batch", "proof-1", "--write"]) == 2

@@ -365,6 +365,50 @@ def test_pfl301_moves_a_decorated_launcher_the_children_do_not_need() -> None:
     )
 
 
+def test_pfl301_moves_a_dataloader_loop_and_an_executor_at_import_under_the_guard() -> None:
+    source = textwrap.dedent(
+        """\
+        from concurrent.futures import ProcessPoolExecutor
+
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+
+
+        def square(x):
+            return x * x
+
+
+        dataset = TensorDataset(torch.arange(8.0))
+        loader = DataLoader(dataset, batch_size=2, num_workers=2)
+        for (batch,) in loader:
+            print(batch)
+        with ProcessPoolExecutor() as executor:
+            print(list(executor.map(square, range(4))))
+        """
+    )
+    assert fix(source).decode() == textwrap.dedent(
+        """\
+        from concurrent.futures import ProcessPoolExecutor
+
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+
+
+        def square(x):
+            return x * x
+
+
+        if __name__ == "__main__":
+            dataset = TensorDataset(torch.arange(8.0))
+            loader = DataLoader(dataset, batch_size=2, num_workers=2)
+            for (batch,) in loader:
+                print(batch)
+            with ProcessPoolExecutor() as executor:
+                print(list(executor.map(square, range(4))))
+        """
+    )
+
+
 @pytest.mark.parametrize(
     "source",
     [
@@ -391,9 +435,16 @@ def test_pfl301_moves_a_decorated_launcher_the_children_do_not_need() -> None:
         "def work(rank):\n    pass\nmp.spawn(work, nprocs=2)\nif __name__ == '__main__':\n    pass\nY = 1\nprint(Y)\n",
         # a star import binds names nobody can see
         "from os.path import *\ndef work(rank):\n    pass\nmp.spawn(work, nprocs=2)\n",
+        # the work handed over is a value made of a function that reads what an effect before the start binds
+        ("def square():\n    return TABLE\nJOBS = [square]\ndef run(job):\n    return job()\nTABLE = load()\n"
+        "with mp.Pool(2) as pool:\n    pool.map(run, JOBS)\n"),
+        # the same for the dataset a DataLoader's workers get
+        ("from torch.utils.data import DataLoader\ndef square():\n    return TABLE\nJOBS = [square]\n"
+        "TABLE = load()\nfor batch in DataLoader(JOBS, num_workers=2):\n    pass\n"),
     ],
     ids=["bound-before", "module-state", "filled-list", "helper-fills", "bound-after", "import-after", "called-before-defined",
-         "rebound", "default-from-effect", "definition-after-guard", "star-import"],
+         "rebound", "default-from-effect", "definition-after-guard", "star-import", "handed-value-reads-an-effect",
+         "dataset-reads-an-effect"],
 )
 def test_pfl301_gives_no_fix_when_the_move_could_change_the_program(source: str) -> None:
     from marks import reported

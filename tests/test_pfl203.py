@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from textwrap import dedent
 
 import pytest
 
 from marks import assert_marks
+from test_projects import check, found
 
 # Building DDP makes a file distributed, so the DDP cases guard their saves (else PFL201 reports them too)
 # and pass map_location to their loads (else PFL202 does).
@@ -135,6 +137,59 @@ CASES = {
             net.load_state_dict(torch.load("b.pt"), strict=True)
             net.load_state_dict(torch.load("c.pt"), strict=strict)
     """,
+    # Read back into the wrapper that saved it (a resume), and loaded into no bare model: the keys fit.
+    "resume-into-the-same-wrapper": """
+        import os
+        def train(net, folder):
+            model = DDP(net)
+            path = os.path.join(folder, "last.pt")
+            if os.path.exists(path):
+                model.load_state_dict(torch.load(path, map_location="cpu"))
+            for epoch in range(3):
+                if dist.get_rank() == 0:
+                    torch.save(model.state_dict(), path)
+    """,
+    "resume-through-a-loading-helper": """
+        import os
+        def train(net, optimizer, folder, utils):
+            classifier = DDP(net)
+            utils.restart_from_checkpoint(os.path.join(folder, "checkpoint.pth.tar"), state_dict=classifier, optimizer=optimizer)
+            for epoch in range(3):
+                if dist.get_rank() == 0:
+                    state = {"state_dict": classifier.state_dict(), "epoch": epoch}
+                    torch.save(state, os.path.join(folder, "checkpoint.pth.tar"))
+    """,
+    "resume-into-a-wrap-that-only-some-runs-make": """
+        net = nn.Linear(2, 2)
+        if torch.cuda.is_available():
+            net = nn.DataParallel(net)
+        checkpoint = torch.load("./checkpoint/ckpt.pth", map_location="cpu")
+        net.load_state_dict(checkpoint["net"])
+        def test(acc):
+            torch.save({"net": net.state_dict(), "acc": acc}, "./checkpoint/ckpt.pth")  # expect: PFL203
+    """,
+    "resume-and-a-load-into-the-bare-model": """
+        def evaluate(net):
+            net.load_state_dict(torch.load("best.pt", map_location="cpu"))
+        def train(net):
+            model = DDP(net)
+            model.load_state_dict(torch.load("best.pt", map_location="cpu"))
+            if dist.get_rank() == 0:
+                torch.save(model.state_dict(), "best.pt")  # expect: PFL203
+    """,
+    "resume-of-another-checkpoint": """
+        def train(net):
+            model = DDP(net)
+            model.load_state_dict(torch.load("init.pt", map_location="cpu"))
+            if dist.get_rank() == 0:
+                torch.save(model.state_dict(), "best.pt")  # expect: PFL203
+    """,
+    "lenient-load-into-the-wrapper-itself": """
+        def train(net):
+            model = nn.DataParallel(net)
+            model.load_state_dict(torch.load("pretrained.pt"), strict=False)
+            torch.save(model.state_dict(), "ckpt.pt")  # expect: PFL203
+    """,
     "local-function-named-save": """
         def save(obj, path):
             pass
@@ -143,6 +198,26 @@ CASES = {
             save(model.state_dict(), "ckpt.pt")
     """,
 }
+
+
+# strict=False after the loading function strips the prefix itself: the keys fit the bare model.
+STRIPPED = {
+    "slice": "{k[7:]: v for k, v in state.items()}",
+    "slice-of-the-prefix-length": '{k[len("module."):]: v for k, v in state.items()}',
+    "replace": '{k.replace("module.", ""): v for k, v in state.items()}',
+    "removeprefix": '{k.removeprefix("module."): v for k, v in state.items()}',
+    "torch-helper": 'consume_prefix_in_state_dict_if_present(state, "module.") or state',
+}
+for spelling, stripped in STRIPPED.items():
+    CASES[f"lenient-load-after-the-prefix-is-stripped-{spelling}"] = f"""
+        from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present
+        def evaluate(net):
+            state = torch.load("ckpt.pt")
+            net.load_state_dict({stripped}, strict=False)
+        def train(net):
+            model = nn.DataParallel(net)
+            torch.save(model.state_dict(), "ckpt.pt")  # expect: PFL203
+    """
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -173,3 +248,46 @@ def test_module_level_state_variable_is_flagged() -> None:
         state = model.state_dict()
         torch.save(state, "ckpt.pt")  # expect: PFL203
     """))
+
+
+RESUMING_TRAINER = """
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel
+
+
+def main(folder):
+    dist.init_process_group("gloo")
+    model = DistributedDataParallel(nn.Linear(8, 1))
+    if (folder / "model.pt").exists():
+        model.load_state_dict(torch.load(folder / "model.pt", map_location="cpu"))
+    if dist.get_rank() == 0:
+        torch.save(model.state_dict(), folder / "model.pt")
+"""
+
+BARE_EVALUATION = """
+import torch
+import torch.nn as nn
+
+
+def load_to_cpu(path):
+    return torch.load(path, map_location="cpu")
+
+
+def evaluate(folder):
+    model = nn.Linear(8, 1)
+    model.load_state_dict(load_to_cpu(folder / "model.pt"))
+"""
+
+
+def test_a_resume_is_reported_where_another_file_loads_the_checkpoint_into_the_bare_model(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "train.py").write_text(RESUMING_TRAINER)
+    assert check("--no-cache", "--select", "PFL203", cwd=tmp_path)["diagnostics"] == []
+    (tmp_path / "evaluate.py").write_text(BARE_EVALUATION)
+    assert found(check("--no-cache", "--select", "PFL203", cwd=tmp_path)) == {("train.py", "PFL203", 14)}
+    # A file checked alone asks the rest of the project too, and a cached result follows the other file.
+    assert found(check("--select", "PFL203", "train.py", cwd=tmp_path)) == {("train.py", "PFL203", 14)}
+    (tmp_path / "evaluate.py").write_text(BARE_EVALUATION.replace('"model.pt"', '"baseline.pt"'))
+    assert check("--select", "PFL203", "train.py", cwd=tmp_path)["diagnostics"] == []

@@ -100,7 +100,8 @@ def test_the_configuration_is_the_stdin_filename_s(tmp_path: Path, monkeypatch: 
     source = (tmp_path / "project" / "train.py").read_bytes()
     result = check("--no-cache", "--format", "json", "--stdin-filename", "project/train.py", stdin=source)
     assert findings(result) == [("project/train.py", "PFL106", 10)]
-    assert findings(check("--no-cache", "--format", "json", "project/train.py", stdin="")) == []  # on disk: the folder's
+    # On disk too, since each file's configuration is the nearest to it, as in Ruff.
+    assert findings(check("--no-cache", "--format", "json", "project/train.py", stdin="")) == [("project/train.py", "PFL106", 10)]
 
 
 def test_exclusions_apply_to_stdin_under_force_exclude(project: Path) -> None:

@@ -138,6 +138,49 @@ def test_pfl305_runs_two_nodes_and_shows_each_ranks_device_and_file() -> None:
     )
 
 
+BOOTSTRAPPING = ("An attempt has been made to start a new process before the current process has finished its "
+                 "bootstrapping phase.")
+
+
+def test_pfl301_dataloader_workers_at_import_fail_under_spawn_and_under_forkserver() -> None:
+    """This machine's default, fork, runs the script: verify runs it with each default that re-imports it."""
+    path = fixture("PFL301", "missing-main-guard", "bad_dataloader")
+    assert expected(path.read_text()) == {("PFL301", 14)}
+    returncode, report, stderr = verify(path)
+    assert (returncode, verdicts(report), report["unexplained"], report["stop"]) == (
+        1, {("PFL301", 14, "confirmed")}, [], None), stderr
+    assert report["outcome"] == "failed (exit code 1); no process left behind"
+    assert report["findings"][0]["evidence"] == {
+        "mechanism": "run with spawn (macOS, Windows) and then forkserver (Linux from Python 3.14) as the default start "
+        "method: children started with spawn and with forkserver re-imported the script and reached line 14 again, "
+        "starting processes before the current process had finished bootstrapping",
+        "error_type": "RuntimeError",
+        "message": BOOTSTRAPPING,
+        "user_frame": {"file": str(path), "line": 14, "function": "<module>",
+                       "code": "for (batch,) in loader:  # expect: PFL301"},
+    }
+
+
+def test_pfl301_guarded_dataloader_twin_runs_clean() -> None:
+    returncode, report, stderr = verify(fixture("PFL301", "missing-main-guard", "fixed_dataloader"))
+    assert (returncode, report["findings"], report["unexplained"]) == (0, [], []), stderr
+    assert report["outcome"] == "finished without a failure; no process left behind"
+
+
+@pytest.mark.parametrize(("kind", "status", "batches"), [("bad_dataloader", 1, 0), ("fixed_dataloader", 0, 8)])
+def test_the_script_runs_once_with_spawn_and_once_with_forkserver_made_the_default(kind: str, status: int,
+                                                                                    batches: int) -> None:
+    """What verify asks of its child runner for such a finding: the guarded twin runs under both, the other fails
+    under both."""
+    path = fixture("PFL301", "missing-main-guard", kind)
+    completed = subprocess.run(
+        [sys.executable, "-m", "pitfall_lint.harness.child.run_script", str(path)], capture_output=True, text=True,
+        timeout=300, env={**os.environ, "PITFALL_LINT_START_METHOD_SCRIPTS": str(path)}, check=False,
+    )
+    assert (completed.returncode, completed.stdout.count("batch sum")) == (status, batches), completed.stderr
+    assert (" ".join(completed.stderr.split()).count(BOOTSTRAPPING[:-1]) >= 2) == (status == 1)
+
+
 def test_pfl302_shows_two_processes_joining_as_one_rank() -> None:
     returncode, report, stderr = verify(CASES / "spawn_same_rank.py")
     assert returncode == 1, stderr

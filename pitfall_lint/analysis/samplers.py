@@ -347,17 +347,42 @@ def _is_sampler_key(node: ast.AST | None) -> bool:
 
 def follow_sampler(ctx: FileContext, sampler: ast.Call) -> Flow:
     """Follow a sampler to the loaders it feeds and to every place that holds one or the other."""
+    return _follow(ctx, sampler, "sampler")[0]
+
+
+def loader_holders(ctx: FileContext, loader: ast.Call) -> list[list[ast.AST]]:
+    """The expressions that hold the value of a DataLoader call, each with the way it came there (the call first,
+    the holder last): the call itself, the loads of the places it is stored in (names, `self.` attributes, parameters
+    of same-file functions it is passed to), the calls of functions that return it."""
+    came_from = _follow(ctx, loader, "loader")[1]
+    paths = []
+    for holder in came_from.values():
+        path = [holder[0]]
+        while holder[1] is not None:
+            holder = came_from[id(holder[1])]
+            path.append(holder[0])
+        paths.append(path[::-1])
+    return paths
+
+
+def _follow(
+    ctx: FileContext, start: ast.Call, kind: str
+) -> tuple[Flow, dict[int, tuple[ast.AST, ast.AST | None]]]:
+    """The flow of a value, and the expressions that hold it as a loader by id, each with the one it came from."""
     flow = Flow([], [], [])
+    holders: dict[int, tuple[ast.AST, ast.AST | None]] = {}
     seen: set[int] = set()
-    pending: list[tuple[ast.AST, str, int]] = [(sampler, "sampler", 0)]
+    pending: list[tuple[ast.AST, str, int, ast.AST | None]] = [(start, kind, 0, None)]
     while pending:
-        node, kind, depth = pending.pop()
+        node, node_kind, depth, previous = pending.pop()
         if id(node) in seen or depth > 4 * _MAX_DEPTH:
             continue
         seen.add(id(node))
-        for successor, successor_kind in _successors(ctx, node, kind, flow):
-            pending.append((successor, successor_kind, depth + 1))
-    return flow
+        if node_kind == "loader":
+            holders[id(node)] = (node, previous if previous is not None and id(previous) in holders else None)
+        for successor, successor_kind in _successors(ctx, node, node_kind, flow):
+            pending.append((successor, successor_kind, depth + 1, node))
+    return flow, holders
 
 
 def _successors(ctx: FileContext, node: ast.AST, kind: str, flow: Flow) -> list[tuple[ast.AST, str]]:

@@ -26,8 +26,16 @@ import ast
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from pitfall_lint.analysis.processes import LAUNCHERS, PROCESS_CLASSES, is_pool, process_call_name
+from pitfall_lint.analysis.processes import (
+    EXECUTORS,
+    LAUNCHERS,
+    PROCESS_CLASSES,
+    is_pool,
+    loader_workers,
+    process_call_name,
+)
 from pitfall_lint.analysis.ranks import ancestors_of
+from pitfall_lint.analysis.samplers import DATA_LOADERS
 from pitfall_lint.analysis.scopes import FUNCTIONS, is_main_guard
 from pitfall_lint.analysis.training import walk_same_scope
 from pitfall_lint.context import FileContext
@@ -178,9 +186,15 @@ def _run_time_reads(function: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambd
 
 
 _POOL_METHODS = frozenset(
-    {"map", "imap", "imap_unordered", "starmap", "apply", "apply_async", "map_async", "starmap_async"}
+    {"map", "imap", "imap_unordered", "starmap", "apply", "apply_async", "map_async", "starmap_async", "submit"}
 )
-_STARTER_NAMES = frozenset({"spawn", "start_processes", "Pool", "Process"})  # last names worth resolving
+# Last names worth resolving.
+_STARTER_NAMES = frozenset({"spawn", "start_processes", "Pool", "Process", "ProcessPoolExecutor", "DataLoader"})
+
+
+def _is_pool_like(qualified: str | None) -> bool:
+    """A pool or an executor: its workers get their work through its methods."""
+    return is_pool(qualified) or qualified in EXECUTORS
 
 
 @dataclass
@@ -193,7 +207,8 @@ class _HandOffs:
 
 
 def _hand_offs(ctx: FileContext) -> _HandOffs:
-    """Launchers, `Process(...)`, pools and their `map` and kin, anywhere in the file."""
+    """Launchers, `Process(...)`, pools and executors and their `map` and kin, DataLoaders with workers, anywhere in
+    the file."""
     pools: dict[str, ast.Call] = {}
     for node in walk_same_scope(ctx.tree.body):  # module-level `with Pool(2) as pool:`, `pool = ...Pool()`
         pairs = (
@@ -203,7 +218,7 @@ def _hand_offs(ctx: FileContext) -> _HandOffs:
         )  # fmt: skip
         for value, target in pairs:
             if isinstance(value, ast.Call) and isinstance(target, ast.Name):
-                if is_pool(process_call_name(ctx, value, [ctx.tree])):
+                if _is_pool_like(process_call_name(ctx, value, [ctx.tree])):
                     pools[target.id] = value
     found = _HandOffs()
     for node in ast.walk(ctx.tree):
@@ -219,9 +234,12 @@ def _hand_offs(ctx: FileContext) -> _HandOffs:
         if last not in _STARTER_NAMES:
             continue
         name = process_call_name(ctx, node, ancestors_of(ctx, node))
-        if is_pool(name):
+        if _is_pool_like(name):
             found.calls.append(node)  # its initializer runs in the children; its work comes through its methods
             found.followed &= any(node is pool for pool in pools.values())
+        elif name in DATA_LOADERS:
+            if loader_workers(ctx, node) is not None:
+                found.calls.append(node)  # its workers get its dataset, sampler, collate_fn, worker_init_fn
         elif name in PROCESS_CLASSES:
             found.calls.append(node)
             found.followed &= isinstance(_work(node, 1, "target"), ast.Name)
@@ -466,8 +484,9 @@ def _handed_definitions(
     statements: list[_Statement], starts: set[int], edges: dict[str, set[str]], bound: set[str], hand_offs: _HandOffs
 ) -> set[str]:
     """The module's functions and classes that child processes get: those named in the arguments of the calls that
-    hand work over. When one of those calls cannot be followed (its work in a local variable, a pool kept in a
-    function), every function and class the starting statements reach counts."""
+    hand work over, and those the values handed over were made with (a dataset's class, its instance pickled and
+    its methods run in the children). When one of those calls cannot be followed (its work in a local variable, a
+    pool kept in a function), every function and class the starting statements reach counts."""
     defined = {
         node.name
         for described in statements
@@ -475,8 +494,25 @@ def _handed_definitions(
         if isinstance(node, (*FUNCTIONS, ast.ClassDef))
     }
     if hand_offs.calls and hand_offs.followed:
-        return {n.id for call in hand_offs.calls for n in _argument_names(call)} & defined
+        return _made_with({n.id for call in hand_offs.calls for n in _argument_names(call)}, edges, defined)
     reached = _Closure(edges)
     for index in starts:
         reached.grow(statements[index].reads & bound)
     return reached.reached & defined
+
+
+def _made_with(names: set[str], edges: dict[str, set[str]], defined: set[str]) -> set[str]:
+    """The defined names among `names`, and those read where the other names (values) are bound, and so on."""
+    found: set[str] = set()
+    seen: set[str] = set()
+    todo = list(names)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name in defined:
+            found.add(name)
+        else:
+            todo.extend(edges.get(name, ()))
+    return found

@@ -5,30 +5,63 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pitfall_lint.analysis.scopes import enclosing_function, local_value, statements_in
+from pitfall_lint.analysis.scopes import enclosing_function, is_main_guard, local_value, statements_in
 from pitfall_lint.context import FileContext
 
 WRAPPERS = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DistributedDataParallel"})
 _JOINERS = frozenset({"os.path.join", "posixpath.join", "pathlib.Path", "pathlib.PurePath", "str"})
 _MAX_DEPTH = 3
+_TRIES = (ast.Try, getattr(ast, "TryStar", ast.Try))
+_NAMES_A_PATH = re.compile(r"path|file|ckpt|checkpoint")  # a loader's keyword that takes the file
 
 
 def holds_wrapper(ctx: FileContext, name: str, ancestors: Sequence[ast.AST], line: int, wrappers: frozenset[str] = WRAPPERS) -> bool:
     """True when the last assignment to `name` before `line` (in the function, else at module level) wraps it in one
     of `wrappers` (qualified names; DataParallel and DistributedDataParallel unless told)."""
+    return wrap_of(ctx, name, ancestors, line, wrappers) is not None
+
+
+def wrap_of(
+    ctx: FileContext, name: str, ancestors: Sequence[ast.AST], line: int, wrappers: frozenset[str] = WRAPPERS
+) -> ast.Call | None:
+    """The wrapper call that the name holds at the line (see holds_wrapper), None when it holds none."""
     key = ("names-a-wrapper", wrappers)
     if key not in ctx.memo:  # a file that never spells a wrapper's name cannot call one
         ctx.memo[key] = any(w.rpartition(".")[2].encode() in ctx.text.data for w in wrappers)
     if not ctx.memo[key]:
-        return False
+        return None
     function = enclosing_function(ancestors)
     value = local_value(name, function, line, ctx.tree)
     if value is None and function is not None:
         value = local_value(name, None, line, ctx.tree)
-    return isinstance(value, ast.Call) and ctx.qualified_name(value.func, ancestors) in wrappers
+    return value if isinstance(value, ast.Call) and ctx.qualified_name(value.func, ancestors) in wrappers else None
+
+
+def wrapped_on_every_path(ctx: FileContext, wrap: ast.Call) -> bool:
+    """Whether the assignment of this wrap is on every path through its scope: not under an `if`, a loop or an
+    `except` (a `with` block, a `try` body and the `__main__` block are), so that the name holds the wrapper wherever
+    it is read after it, and not sometimes the bare model (`if device == "cuda": net = DataParallel(net)`)."""
+    key = ("wrapped-on-every-path",)
+    if key not in ctx.memo:
+        found: set[int] = set()
+        scopes = [ctx.tree, *(n for n in ast.walk(ctx.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]
+        blocks = [scope.body for scope in scopes]  # type: ignore[attr-defined]
+        while blocks:
+            for statement in blocks.pop():
+                if isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value is not None:
+                    found.add(id(statement.value))
+                elif isinstance(statement, (ast.With, ast.AsyncWith)):
+                    blocks.append(statement.body)
+                elif isinstance(statement, _TRIES):
+                    blocks.extend((statement.body, statement.finalbody))
+                elif isinstance(statement, ast.If) and is_main_guard(statement.test):
+                    blocks.append(statement.body)
+        ctx.memo[key] = found
+    return id(wrap) in ctx.memo[key]  # type: ignore[operator]
 
 
 def _state_dict_receivers(value: ast.AST) -> list[ast.expr]:
@@ -81,6 +114,32 @@ def checkpoint_key(ctx: FileContext, path: ast.AST, ancestors: Sequence[ast.AST]
     name = pattern.replace("\\", "/").rpartition("/")[2]
     stem = name.rpartition(".")[0] or name
     return name if any(c.isalnum() for c in stem.replace("*", "")) else None
+
+
+def wrapper_receiving(ctx: FileContext, call: ast.Call, ancestors: Sequence[ast.AST]) -> ast.Call | None:
+    """The wrap whose module `<name>.load_state_dict(...)` loads into, when the name holds that wrapper on every path
+    (its keys then carry `module.` as the wrapper's saved ones do); None for a bare model, or one not known."""
+    receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
+    wrap = wrap_of(ctx, receiver.id, ancestors, call.lineno) if isinstance(receiver, ast.Name) else None
+    return wrap if wrap is not None and wrapped_on_every_path(ctx, wrap) else None
+
+
+def loaded_checkpoint(ctx: FileContext, state: ast.AST, ancestors: Sequence[ast.AST], line: int) -> str | None:
+    """The file name of the checkpoint a state to load comes from (see checkpoint_key): `torch.load(path)`,
+    `torch.load(path)["model"]`, any loader given the path (`load_to_device(folder / "model.pt")`), through local
+    variables; None when the source does not name the file."""
+    function = enclosing_function(ancestors)
+    value: ast.AST | None = state
+    for _ in range(_MAX_DEPTH):
+        while isinstance(value, ast.Subscript):
+            value = value.value
+        if not isinstance(value, ast.Name):
+            break
+        value = local_value(value.id, function, line, ctx.tree)
+    if not isinstance(value, ast.Call):
+        return None
+    paths = [*value.args[:1], *(k.value for k in value.keywords if k.arg == "f" or _NAMES_A_PATH.search(k.arg or ""))]
+    return next((key for path in paths if (key := checkpoint_key(ctx, path, ancestors)) is not None), None)
 
 
 def same_checkpoint(first: str, second: str) -> bool:

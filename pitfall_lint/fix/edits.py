@@ -52,12 +52,14 @@ def _replacement(before: str, after: str) -> Replacement:
     return Replacement(_position(before, start), _position(before, start + len(removed)), added)
 
 
-def replacements(path: str, diagnostics: Sequence[Diagnostic]) -> dict[Diagnostic, Replacement]:
+def replacements(path: str, diagnostics: Sequence[Diagnostic], data: bytes | None = None) -> dict[Diagnostic, Replacement]:
     """The findings of one file whose fixer rewrites them into code that parses; none if the file cannot be read or
-    libcst cannot parse it."""
+    libcst cannot parse it. `data` stands in for the file on disk (an editor's buffer)."""
     try:
-        with open(path, "rb") as handle:
-            module = cst.parse_module(handle.read())
+        if data is None:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        module = cst.parse_module(data)
     except (OSError, cst.ParserSyntaxError):
         return {}
     located = Located(module)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ class Monitor:
         self._steps: dict[Any, int] = {}
         self._ranks: set[Any] = set()
         self._phase = "starting"
-        self._bootstrap_failures = 0
+        self._bootstrap_failures: Counter[str | None] = Counter()  # by start method: each runs the script on its own
 
     def _read_new_events(self) -> list[dict[str, Any]]:
         events = []
@@ -56,11 +57,12 @@ class Monitor:
             elif kind == "group-joined" and self._phase != "training":
                 self._phase = "running"
             elif kind == "error" and BOOTSTRAPPING in " ".join((event.get("message") or "").split()):
-                self._bootstrap_failures += 1
+                self._bootstrap_failures[event.get("started_with")] += 1
             elif kind == "start" and self._phase == "starting":
                 self._phase = "running"
-        if self._bootstrap_failures >= _BOOTSTRAP_FAILURES_TO_STOP:
-            return (f"spawned workers failed {self._bootstrap_failures} times while importing the script (processes "
+        failures = max(self._bootstrap_failures.values(), default=0)
+        if failures >= _BOOTSTRAP_FAILURES_TO_STOP:
+            return (f"spawned workers failed {failures} times while importing the script (processes "
                     "started at import time, re-run by every child), so the run was stopped without waiting")
         return None
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pitfall_lint.checking import ProjectSettings, check_paths
-from pitfall_lint.diagnostic import Diagnostic
+from pitfall_lint.diagnostic import ENGINE_CODES, Diagnostic
 from pitfall_lint.files import discover, display_path
 from pitfall_lint.project.layout import find_project_root
 from pitfall_lint.rules.base import Rule
@@ -62,7 +62,8 @@ def check_project(root: Path, script: str, rules: list[type[Rule]], settings: Pr
         parse_errors = [d for d in result.diagnostics if d.code == "PFL000"]
         if parse_errors:
             errors[real] = parse_errors[0].message
-        kept = [d for d in result.diagnostics if d.code != "PFL000"]
+        # The engine's own codes: no run can confirm them.
+        kept = [d for d in result.diagnostics if d.code not in ENGINE_CODES]
         if kept:
             by_file[real] = kept
     return ProjectFindings(root, by_file, paths, errors)

@@ -52,6 +52,23 @@ class Layout:
             if path.endswith(".py") and path.startswith(self._prefix):
                 self._absolute[self._relative(path)] = path
         self._resolved: dict[tuple[str, str], tuple[str, str] | None] = {}
+        self._by_name: dict[str, list[str]] | None = None  # relative paths by file name, once asked
+
+    def relative(self, path: str) -> str:
+        """The path relative to the root, with `/` between folders."""
+        return self._relative(path)
+
+    def file(self, relative: str) -> str | None:
+        """The project's Python file at this relative path."""
+        return self._absolute.get(relative)
+
+    def ending_in(self, tail: str) -> list[str]:
+        """The relative paths of the project's Python files that end in `tail` (whole folder and file names)."""
+        if self._by_name is None:
+            self._by_name = {}
+            for relative in self._absolute:
+                self._by_name.setdefault(relative.rpartition("/")[2], []).append(relative)
+        return [r for r in self._by_name.get(tail.rpartition("/")[2], []) if r == tail or r.endswith("/" + tail)]
 
     def _relative(self, path: str) -> str:
         """Of a normalised absolute path (what the model holds): a cut, not os.path.relpath, which cost a pre-commit

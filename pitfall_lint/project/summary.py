@@ -22,11 +22,11 @@ from pitfall_lint.analysis.one_node import OneNodeReader
 from pitfall_lint.analysis.ranks import depends_on_rank, is_locally_restricted
 from pitfall_lint.analysis.scopes import FUNCTIONS, decorator_names, definition_name, enclosing_function, local_value, scope_path, self_name
 from pitfall_lint.analysis.wrapper_backward import wrap_takes_part_in_backward
-from pitfall_lint.analysis.wrappers import checkpoint_key, saved_wrapper_states
+from pitfall_lint.analysis.wrappers import checkpoint_key, loaded_checkpoint, saved_wrapper_states, wrapper_receiving
 from pitfall_lint.context import FileContext
 from pitfall_lint.traversal import Handler, traverse
 
-FORMAT = 10  # bump when a field changes: cached summaries of another format are computed afresh
+FORMAT = 11  # bump when a field changes: cached summaries of another format are computed afresh
 
 UNKNOWN = "?"  # a wrapped or returned module whose class cannot be told from the source
 _DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.data_parallel"})
@@ -121,6 +121,7 @@ class FileSummary:
     # (scope path, verdict) of the functions whose own code tells whether their process groups span one node only,
     # and ("", True) when the whole file's do (analysis/one_node.py)
     one_node: tuple[tuple[str, bool], ...] = ()
+    bare_loads: tuple[tuple[str, int], ...] = ()  # (checkpoint file name pattern, line) loaded into no sure wrapper
 
     def to_row(self) -> list[object]:
         """Plain lists for the JSON cache."""
@@ -130,7 +131,7 @@ class FileSummary:
     def from_row(row: list) -> FileSummary:
         if row[0] != FORMAT:
             raise ValueError("another summary format")
-        classes, functions, imports, returns, calls, wraps, distributed, spawns, saves, signatures, one_node = row[1:]
+        classes, functions, imports, returns, calls, wraps, distributed, spawns, saves, signatures, one_node, bare_loads = row[1:]
 
         def pairs(rows: list) -> tuple[tuple[Any, Any], ...]:
             return tuple((a, b) for a, b in rows)
@@ -156,6 +157,7 @@ class FileSummary:
                 for name, line, kind, positional, defaults, varargs, keywords, unread, decorated in signatures
             ),
             one_node=pairs(one_node),
+            bare_loads=pairs(bare_loads),
         )
 
 
@@ -319,6 +321,7 @@ class _Builder:
         self.wraps: list[WrapSite] = []
         self.spawns: list[tuple[str, int]] = []
         self.saves: list[tuple[str, int]] = []
+        self.bare_loads: list[tuple[str, int]] = []
         self.setups: list[tuple[str, int]] = []
         # A module-level function or a method of a module-level class (what can be started in a process), with
         # the names read anywhere in it (decorators and defaults included), gathered by the one walk.
@@ -441,6 +444,10 @@ class _Builder:
             key = checkpoint_key(ctx, node.args[1], ancestors)
             if key is not None:
                 self.saves.append((key, node.lineno))
+        elif isinstance(node.func, ast.Attribute) and node.func.attr == "load_state_dict" and node.args:
+            key = loaded_checkpoint(ctx, node.args[0], ancestors, node.lineno)
+            if key is not None and wrapper_receiving(ctx, node, ancestors) is None:
+                self.bare_loads.append((key, node.lineno))
         elif qualified:
             framework = _framework_wrap(qualified, node, reader, ancestors)
             if framework is not None:
@@ -516,6 +523,7 @@ class _Builder:
             wrapper_saves=tuple(self.saves),
             signatures=tuple(_signature(*signed) for signed in self.signed.values()),
             one_node=(("", True),) * one_node.whole_file + tuple(sorted(one_node.functions.items())),
+            bare_loads=tuple(self.bare_loads),
         )
 
 

@@ -3,20 +3,45 @@
 from __future__ import annotations
 
 import ast
+import re
+from dataclasses import dataclass
 
 from pitfall_lint.analysis.evidence import cite
 from pitfall_lint.analysis.scopes import enclosing_function, local_value
 from pitfall_lint.analysis.training import walk_same_scope
-from pitfall_lint.analysis.wrappers import checkpoint_key, holds_wrapper, saved_wrapper_states
+from pitfall_lint.analysis.wrappers import (
+    checkpoint_key,
+    holds_wrapper,
+    loaded_checkpoint,
+    same_checkpoint,
+    saved_wrapper_states,
+    wrap_of,
+    wrapped_on_every_path,
+    wrapper_receiving,
+)
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import Rule
 
 _PREFIX_STRIPPERS = frozenset({"consume_prefix_in_state_dict_if_present"})
+_PREFIX_LENGTH = len("module.")  # `k[7:]`
+# A helper that takes the model and the checkpoint's path and loads one into the other (`restart_from_checkpoint`).
+_LOADER_NAME = re.compile(r"load|resume|restore|restart", re.IGNORECASE)
 
 
 def _is_false(node: ast.expr) -> bool:
     return isinstance(node, ast.Constant) and node.value is False
+
+
+def _callee_name(call: ast.Call) -> str:
+    return call.func.attr if isinstance(call.func, ast.Attribute) else call.func.id if isinstance(call.func, ast.Name) else ""
+
+
+@dataclass
+class _Save:
+    call: ast.Call
+    ancestors: list[ast.AST]
+    wrappers: list[str]
 
 
 class WrappedStateDict(Rule):
@@ -34,40 +59,83 @@ class WrappedStateDict(Rule):
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
-        self._prefixed_saves = 0
-        self._lenient_loads: list[ast.Call] = []
+        self._saves: list[_Save] = []
+        self._lenient_loads: list[tuple[ast.Call, list[ast.AST]]] = []
         self._loads: list[tuple[ast.Call, list[ast.AST]]] = []
+        self._loader_calls: list[tuple[ast.Call, list[ast.AST]]] = []  # helpers that may load into a model given
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)
-        if isinstance(node.func, ast.Attribute) and node.func.attr not in ("save", "load_state_dict"):
-            return  # the cheap look first
+        name = _callee_name(node)
+        loader = _LOADER_NAME.search(name) is not None
+        if isinstance(node.func, ast.Attribute) and name != "save" and not loader:
+            return  # the cheap look first (a plain name may be torch.save imported under another)
         ancestors = self.ctx.ancestors
-        if self.ctx.qualified_name(node.func) == "torch.save":
-            for wrapper in saved_wrapper_states(self.ctx, node, ancestors):
-                self._prefixed_saves += 1
+        if name == "load_state_dict" and isinstance(node.func, ast.Attribute):
+            if any(k.arg == "strict" and _is_false(k.value) for k in node.keywords):
+                self._lenient_loads.append((node, list(ancestors)))
+            self._loads.append((node, list(ancestors)))
+        elif self.ctx.qualified_name(node.func) == "torch.save":
+            wrappers = saved_wrapper_states(self.ctx, node, ancestors)
+            if wrappers:
+                self._saves.append(_Save(node, list(ancestors), wrappers))
+        elif loader:
+            self._loader_calls.append((node, list(ancestors)))
+
+    def finish(self) -> None:
+        reported = [save for save in self._saves if not self._resumed_only(save)]
+        for save in reported:
+            for wrapper in save.wrappers:
                 self.report(
-                    node,
+                    save.call,
                     f"saves `{wrapper}.state_dict()` of a DataParallel/DDP wrapper: every key gains a "
                     f"`module.` prefix and will not load into the bare model; save `{wrapper}.module.state_dict()`",
                 )
-        elif isinstance(node.func, ast.Attribute) and node.func.attr == "load_state_dict":
-            if any(k.arg == "strict" and _is_false(k.value) for k in node.keywords):
-                self._lenient_loads.append(node)
-            self._loads.append((node, list(ancestors)))
-
-    def finish(self) -> None:
-        if self._prefixed_saves:
-            for call in self._lenient_loads:
-                self.report(
-                    call,
-                    "`load_state_dict(..., strict=False)` in a file that saves `module.`-prefixed checkpoints: when the keys "
-                    "carry the prefix nothing is loaded and no error is raised; strip it with "
-                    "`torch.nn.modules.utils.consume_prefix_in_state_dict_if_present(state, \"module.\")`",
-                )
+        if reported:
+            for call, ancestors in self._lenient_loads:
+                if wrapper_receiving(self.ctx, call, ancestors) is None and not self._strips_prefix(ancestors):
+                    self.report(
+                        call,
+                        "`load_state_dict(..., strict=False)` in a file that saves `module.`-prefixed checkpoints: when the keys "
+                        "carry the prefix nothing is loaded and no error is raised; strip it with "
+                        "`torch.nn.modules.utils.consume_prefix_in_state_dict_if_present(state, \"module.\")`",
+                    )
             return  # the saves themselves are reported; the file's own loads follow from them
+        if self._saves:
+            return  # read back into the wrapper that saved them: the file's loads are of its own checkpoints
         for call, ancestors in self._loads:
             self._check_load_from_elsewhere(call, ancestors)
+
+    def _resumed_only(self, save: _Save) -> bool:
+        """Whether the checkpoint is only ever read back into the wrapper that saved it (a resume): this file loads
+        a checkpoint of the same name into that wrapper, which the name holds on every path, and no file of the
+        project loads one into a bare model."""
+        path = save.call.args[1] if len(save.call.args) > 1 else None
+        name = checkpoint_key(self.ctx, path, save.ancestors) if path is not None else None
+        if name is None:
+            return False
+        for wrapper in save.wrappers:
+            wrap = wrap_of(self.ctx, wrapper, save.ancestors, save.call.lineno)
+            if wrap is None or not wrapped_on_every_path(self.ctx, wrap) or not self._reads_back(wrap, wrapper, name):
+                return False
+        return self.ctx.project.bare_checkpoint_load(name) is None
+
+    def _reads_back(self, wrap: ast.Call, wrapper: str, name: str) -> bool:
+        """A load in this file of the checkpoint `name` into the wrapper that `wrap` built: `<wrapper>.load_state_dict`
+        of it, or a loading helper given both (`restart_from_checkpoint(path, state_dict=<wrapper>)`)."""
+        for call, ancestors in self._loads:
+            loaded = loaded_checkpoint(self.ctx, call.args[0], ancestors, call.lineno) if call.args else None
+            if loaded is not None and same_checkpoint(loaded, name) and wrapper_receiving(self.ctx, call, ancestors) is wrap:
+                return True
+        for call, ancestors in self._loader_calls:
+            given = [*call.args, *(k.value for k in call.keywords)]
+            if not any(isinstance(g, ast.Name) and g.id == wrapper for g in given):
+                continue
+            if wrap_of(self.ctx, wrapper, ancestors, call.lineno) is not wrap:
+                continue
+            if any((key := checkpoint_key(self.ctx, g, ancestors)) is not None and same_checkpoint(key, name) for g in given):
+                return True
+        return False
 
     def _check_load_from_elsewhere(self, call: ast.Call, ancestors: list[ast.AST]) -> None:
         """`model.load_state_dict(torch.load("ckpt.pt"))` into a bare model, of a checkpoint that another file
@@ -104,10 +172,13 @@ class WrappedStateDict(Rule):
         return None
 
     def _strips_prefix(self, ancestors: list[ast.AST]) -> bool:
-        """Whether the loading code handles the prefix itself: a `module.` string, or torch's prefix stripper."""
+        """Whether the loading code handles the prefix itself: a `module.` string (`k.replace("module.", "")`,
+        `k.removeprefix("module.")`), a cut of its length (`k[7:]`), or torch's prefix stripper."""
         function = enclosing_function(ancestors)
         for node in walk_same_scope(function.body if function is not None else self.ctx.tree.body):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and "module." in node.value:
+                return True
+            if isinstance(node, ast.Slice) and isinstance(node.lower, ast.Constant) and node.lower.value == _PREFIX_LENGTH:
                 return True
             if isinstance(node, ast.Call) and (self.ctx.qualified_name(node.func, ancestors) or "").rpartition(".")[2] in _PREFIX_STRIPPERS:
                 return True

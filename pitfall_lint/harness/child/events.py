@@ -11,6 +11,8 @@ import traceback
 from functools import lru_cache
 from typing import Any
 
+from pitfall_lint.harness.child.start_methods import started_with
+
 TRACE_DIR = "PITFALL_LINT_TRACE_DIR"
 SCRIPT = "PITFALL_LINT_SCRIPT"
 PROJECT = "PITFALL_LINT_PROJECT"  # the folder of the user's project: its files are "user code"
@@ -114,6 +116,7 @@ def emit_error(error: BaseException, where: str) -> None:
         limit=isinstance(error, VerifyLimit),
         user_frame=frames[-1] if frames else None,
         frames=frames,
+        started_with=started_with(),
         traceback="".join(traceback.format_exception(error))[-4000:],
         time=time.time(),  # an error raised once verify began stopping the run is verify's doing
     )

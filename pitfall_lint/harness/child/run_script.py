@@ -1,4 +1,5 @@
-"""`python -m pitfall_lint.harness.child.run_script SCRIPT ARGS...`: run SCRIPT as `python SCRIPT` would.
+"""`python -m pitfall_lint.harness.child.run_script SCRIPT ARGS...`: run SCRIPT as `python SCRIPT` would (once
+with spawn and once with forkserver as the default start method, where a probe asks for it).
 
 Also the entry point of each rank under torch.distributed.run, and of a per-rank harness inside an
 existing multi-node `torchrun` launch (see docs/verify.md).
@@ -12,6 +13,7 @@ import sys
 
 from pitfall_lint.harness.child.events import SCRIPT, emit
 from pitfall_lint.harness.child.observe import observed
+from pitfall_lint.harness.child.start_methods import START_METHOD, make_default, run_under_each, under_each
 
 # The option a script reads its local rank from (`--local_rank`), given to each rank as
 # torch.distributed.launch gives it; torchrun itself only sets LOCAL_RANK.
@@ -19,6 +21,8 @@ LOCAL_RANK_OPTION = "PITFALL_LINT_LOCAL_RANK_OPTION"
 
 
 def main() -> int:
+    if under_each(sys.argv[1]) and "LOCAL_RANK" not in os.environ:  # a launcher's rank runs once, as it was started
+        return run_under_each("pitfall_lint.harness.child.run_script", sys.argv[1:])
     script = os.path.abspath(sys.argv[1])
     os.environ[SCRIPT] = script
     sys.argv = sys.argv[1:]
@@ -27,7 +31,10 @@ def main() -> int:
         sys.argv.append(f"{option}={os.environ['LOCAL_RANK']}")
         emit("local-rank-option", option=option)
     sys.path[0] = os.path.dirname(script)
-    emit("start", mode="script", argv=sys.argv)
+    method = os.environ.get(START_METHOD)
+    if method:
+        make_default(method)
+    emit("start", mode="script", argv=sys.argv, start_method=method)
     with observed(where="script"):
         runpy.run_path(script, run_name="__main__")
     return 0
