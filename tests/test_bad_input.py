@@ -92,6 +92,20 @@ def test_one_bad_file_does_not_stop_the_others(tmp_path: Path) -> None:
     assert "utf-8" in messages["b_latin.py"]
 
 
+def test_dependency_files_that_cannot_be_read_pin_nothing(tmp_path: Path) -> None:
+    """A requirements.txt that is a symbolic link to itself, and a requirements/ folder that is a file: the project
+    model reads them as declaring nothing (no Lightning version, so no PFL207) instead of stopping the run."""
+    (tmp_path / "pyproject.toml").write_text("")
+    os.symlink("requirements.txt", tmp_path / "requirements.txt")
+    (tmp_path / "requirements").write_text("lightning==2.2\n")
+    (tmp_path / "train.py").write_text(
+        "import lightning.pytorch as pl\ndef end(trainer):\n    if trainer.is_global_zero:\n        trainer.save_checkpoint('l.ckpt')\n"
+    )
+    result = run_check(".", cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (0, "")
+    assert diagnostics(result) == set()
+
+
 def test_symlink_loop_in_a_folder_with_configured_excludes(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text('[tool.pitfall-lint]\nexclude = ["generated"]\n')
     (tmp_path / "pkg").mkdir()

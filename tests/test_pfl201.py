@@ -243,6 +243,132 @@ def test_setting_the_launcher_variables_sets_up_nothing(setup: str) -> None:
     assert_marks("import torch\n" + setup + "torch.save({}, 'c.pt')\n")
 
 
+# A script run two ways, picked by a value every process of a launch shares (an argparse option): the side whose
+# other side holds every set-up of distributed training runs in one plain process.
+LAUNCH_MODES = {
+    # LinB203/FSDP-Training tests/verify_2d_equivalence.py: `--mode single` writes the reference files as one plain
+    # process, `torchrun ... --mode dist` reads torchrun's environment in dist_run and saves nothing.
+    "mode-chosen-between-two-functions": """
+        import argparse, os
+        import torch
+        def single_run(args):
+            torch.save({}, f"{args.out}/single.pt")
+        def dist_run(args):
+            rank = int(os.environ["RANK"])
+            world_size = int(os.environ["WORLD_SIZE"])
+        if __name__ == "__main__":
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--mode", choices=["single", "dist"], required=True)
+            args = parser.parse_args()
+            if args.mode == "single":
+                single_run(args)
+            elif args.mode == "dist":
+                dist_run(args)
+            else:
+                raise RuntimeError("unknown mode")
+    """,
+    "save-on-the-single-side-itself": """
+        import torch
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        def main(args, model):
+            if args.mode in ("single", "debug"):
+                torch.save(model.state_dict(), "reference.pt")
+            else:
+                dist.init_process_group("nccl")
+                model = DDP(model)
+    """,
+    "flag-at-module-level-with-an-elif": """
+        import os
+        import torch
+        import torch.distributed as dist
+        model = torch.nn.Linear(2, 2)
+        if args.export_only:
+            torch.save(model.state_dict(), "model.pt")
+        elif args.evaluate:
+            print("evaluating")
+        else:
+            dist.init_process_group("nccl")
+            torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    """,
+    "trainer-class-used-only-on-the-other-side": """
+        import torch
+        import torch.distributed as dist
+        class DistributedTrainer:
+            def __init__(self, args):
+                dist.init_process_group("nccl")
+        def evaluate(args):
+            torch.save({}, "predictions.pt")
+        def main(args):
+            if args.eval_only:
+                evaluate(args)
+            else:
+                DistributedTrainer(args)
+    """,
+    # Still flagged: a distributed launch can reach the save.
+    "set-up-before-the-switch": """
+        import torch
+        import torch.distributed as dist
+        dist.init_process_group("nccl")
+        def main(args):
+            if args.eval_only:
+                torch.save({}, "predictions.pt")  # expect: PFL201
+            else:
+                dist.barrier()
+    """,
+    "set-up-used-on-both-sides": """
+        import torch
+        import torch.distributed as dist
+        def setup():
+            dist.init_process_group("nccl")
+        def main(args):
+            if args.mode == "single":
+                setup()
+                torch.save({}, "model.pt")  # expect: PFL201
+            else:
+                setup()
+    """,
+    "both-modes-in-one-process": """
+        import torch
+        import torch.distributed as dist
+        def single_run():
+            torch.save({}, "model.pt")  # expect: PFL201
+        def dist_run():
+            dist.init_process_group("nccl")
+        for mode in ("single", "dist"):
+            if mode == "single":
+                single_run()
+            else:
+                dist_run()
+    """,
+    "switch-on-a-call-that-may-differ-between-processes": """
+        import torch
+        import torch.distributed as dist
+        def main(model):
+            if should_export():
+                torch.save(model.state_dict(), "model.pt")  # expect: PFL201
+            else:
+                dist.init_process_group("nccl")
+    """,
+    "set-up-in-a-function-the-file-never-uses": """
+        import torch
+        import torch.distributed as dist
+        def dist_run():
+            dist.init_process_group("nccl")
+        def main(args):
+            if args.mode == "single":
+                torch.save({}, "model.pt")  # expect: PFL201
+            else:
+                print("run with torchrun")
+    """,
+}
+
+
+@pytest.mark.parametrize("name", LAUNCH_MODES)
+def test_launch_modes(name: str) -> None:
+    assert_marks(dedent(LAUNCH_MODES[name]))
+
+
 def test_single_process_script_is_not_flagged() -> None:
     assert_marks("import torch\nmodel = torch.nn.Linear(2, 2)\ntorch.save(model.state_dict(), 'c.pt')\n")
 

@@ -3,6 +3,7 @@ the guards, pairs and subgroups that are not that."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from textwrap import dedent
 
 import pytest
@@ -175,11 +176,12 @@ def test_case(name: str) -> None:
 
 
 FRAMEWORKS = {
-    "lightning-save-checkpoint": """
+    # Its barrier came in Lightning 2.1: a file checked alone pins no version (see test_lightning_versions_pinned).
+    "lightning-save-checkpoint-of-an-unknown-version": """
         import lightning.pytorch as pl
         def end(trainer):
             if trainer.is_global_zero:
-                trainer.save_checkpoint("last.ckpt")  # expect: PFL207
+                trainer.save_checkpoint("last.ckpt")
     """,
     "lightning-log-sync-dist-in-a-rank-zero-hook": """
         import lightning.pytorch as pl
@@ -279,6 +281,51 @@ FRAMEWORKS = {
 @pytest.mark.parametrize("name", FRAMEWORKS)
 def test_framework_call(name: str) -> None:
     assert_marks(SETUP + dedent(FRAMEWORKS[name]))
+
+
+SAVES_ON_RANK_ZERO = """
+import {module} as pl
+def end(trainer):
+    if trainer.is_global_zero:
+        trainer.save_checkpoint("last.ckpt"){mark}
+"""
+IN_DEEPSPEED_RUN = '\ndef fit(model):\n    pl.Trainer(strategy="deepspeed_stage_2").fit(model)\n'
+MARK = "  # expect: PFL207"
+# (dependency files, the module the script imports, whether its Lightning has the barrier, extra source)
+LIGHTNING_PINS = {
+    "requirements-pin-of-2.2": ({"requirements.txt": "torch>=2.0\nlightning==2.2.1\n"}, "lightning.pytorch", True, ""),
+    "pep-621-lower-bound-of-2.1": (
+        {"pyproject.toml": '[project]\nname = "demo"\ndependencies = ["lightning[extra] >=2.1, <3"]\n'}, "lightning.pytorch", True, "",
+    ),
+    "poetry-caret": ({"pyproject.toml": '[tool.poetry.dependencies]\npython = "^3.10"\nlightning = "^2.3"\n'}, "lightning", True, ""),
+    "requirements-folder": ({"requirements/base.txt": "pytorch_lightning ~= 2.4.0\n"}, "pytorch_lightning", True, ""),
+    "requirements-pin-of-1.5": ({"requirements.txt": "pytorch-lightning==1.5.10\n"}, "pytorch_lightning", False, ""),
+    "conda-environment-of-1.6": (
+        {"environment.yml": "dependencies:\n  - python=3.9\n  - pytorch-lightning=1.6.5\n"}, "pytorch_lightning", False, "",
+    ),
+    "setup-py-range-from-1.4": ({"setup.py": 'setup(install_requires=["pytorch_lightning>=1.4,<1.7"])\n'}, "pytorch_lightning", False, ""),
+    "setup-cfg-lower-bound-of-2.0": ({"setup.cfg": "[options]\ninstall_requires =\n    lightning>=2.0\n"}, "lightning.pytorch", False, ""),
+    "wildcard-major": ({"requirements.txt": "lightning==2.*\n"}, "lightning.pytorch", False, ""),
+    "only-an-upper-bound": ({"requirements.txt": "lightning<3\n"}, "lightning.pytorch", False, ""),
+    "unpinned": ({"requirements.txt": "# lightning==2.2 once\nlightning\n"}, "lightning.pytorch", False, ""),
+    "other-distributions-of-the-family": (
+        {"requirements.txt": "lightning-fabric==2.2\nlightning-utilities>=0.10\n"}, "lightning.pytorch", False, "",
+    ),
+    "files-that-disagree": ({"requirements.txt": "lightning==2.2\n", "setup.py": 'install_requires=["lightning>=1.9"]\n'}, "lightning", False, ""),
+    # DeepSpeed's strategy saves its shards on every rank there, in every version.
+    "deepspeed-strategy-of-1.5": ({"requirements.txt": "pytorch-lightning==1.5.10\n"}, "pytorch_lightning", True, IN_DEEPSPEED_RUN),
+}
+
+
+def test_lightning_versions_pinned(tmp_path: Path) -> None:
+    """A Lightning `save_checkpoint` on rank 0 alone is reported where the project pins Lightning 2.1 or later (the
+    release that added its barrier), in any of its dependency files and their syntaxes; not where it pins an
+    older one, admits one, or pins none."""
+    from test_project_model import assert_project
+
+    for name, (manifests, module, barrier, extra) in LIGHTNING_PINS.items():
+        script = SAVES_ON_RANK_ZERO.format(module=module, mark=MARK if barrier else "") + extra
+        assert_project(tmp_path / name, {**manifests, "train.py": script})
 
 
 def test_the_message_names_the_guard_and_its_line() -> None:

@@ -235,6 +235,100 @@ def test_state_rules_need_a_wrap_that_names_the_module(tmp_path: Path) -> None:
     assert_project(tmp_path / "named", named)
 
 
+# A library (packaged: [project] in pyproject.toml, setup.py, setup.cfg) that trains with DDP still offers its models
+# to users, who wrap them in nn.DataParallel (timm's FasterNet and its PConv: JierunChen/FasterNet#18).
+PACKAGED = '[project]\nname = "mylib"\nversion = "1.0"\n'
+FAST_NET = """
+from torch import nn
+class PartialConv(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 4, 3)
+        self.forward = self.forward_slicing{mark}
+    def forward_slicing(self, x):
+        return self.conv(x)
+class FastNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = PartialConv()
+"""
+FOUND, QUIET = "  # expect: PFL101", ""
+LIBRARY_EXPORTS: dict[str, dict[str, str]] = {
+    "imported-by-the-top-level-package": {
+        "pyproject.toml": PACKAGED, "mylib/__init__.py": "from .fast import FastNet\n", "mylib/fast.py": FAST_NET.format(mark=FOUND),
+        "train.py": DDP_TRAIN,
+    },
+    "star-import-of-a-module-with-all-in-a-subpackage": {
+        "pyproject.toml": PACKAGED, "mylib/__init__.py": "", "mylib/models/__init__.py": "from .fast import *\n",
+        "mylib/models/fast.py": "__all__ = ['FastNet']\n" + FAST_NET.format(mark=FOUND), "train.py": DDP_TRAIN,
+    },
+    "setup-py-and-a-src-layout": {
+        "setup.py": "from setuptools import setup\nsetup(name='mylib')\n", "src/mylib/__init__.py": "from mylib.fast import FastNet\n",
+        "src/mylib/fast.py": FAST_NET.format(mark=FOUND), "train.py": DDP_TRAIN,
+    },
+    "a-time-major-encoder-it-exports": {
+        "pyproject.toml": PACKAGED, "mylib/__init__.py": "from .encoder import Encoder\n",
+        "mylib/encoder.py": "from torch import nn\nfrom torch.nn.utils.rnn import pad_packed_sequence\nclass Encoder(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.rnn = nn.LSTM(4, 4)\n    def forward(self, packed):\n"
+        "        return pad_packed_sequence(self.rnn(packed)[0])[0]  # expect: PFL102\n",
+        "train.py": DDP_TRAIN,
+    },
+    # Not offered to users as a model.
+    "a-repository-that-is-not-packaged": {
+        "mylib/__init__.py": "from .fast import FastNet\n", "mylib/fast.py": FAST_NET.format(mark=QUIET), "train.py": DDP_TRAIN,
+    },
+    "offered-only-deep-inside-the-package": {
+        "pyproject.toml": PACKAGED, "mylib/__init__.py": "", "mylib/parts/__init__.py": "", "mylib/parts/conv/__init__.py": "from .fast import FastNet\n",
+        "mylib/parts/conv/fast.py": FAST_NET.format(mark=QUIET), "train.py": DDP_TRAIN,
+    },
+    "left-out-of-the-all-a-star-import-reads": {
+        "pyproject.toml": PACKAGED, "mylib/__init__.py": "from .fast import *\n",
+        "mylib/fast.py": "__all__ = ['helper']\n" + FAST_NET.format(mark=QUIET) + "def helper():\n    pass\n", "train.py": DDP_TRAIN,
+    },
+    "a-searcher-over-modules-it-is-given": {
+        "pyproject.toml": PACKAGED, "mylib/__init__.py": "from .search import Searcher\n",
+        "mylib/search.py": "from torch import nn\nclass Searcher(nn.Module):\n    def __init__(self, joint):\n        super().__init__()\n"
+        "        self.joint = joint\n        self.search = self.greedy\n    def greedy(self, x):\n        return self.joint(x)\n",
+        "train.py": DDP_TRAIN,
+    },
+    # A pitfall that only matters where a wrap of the project names the module (PFL104) stays there.
+    "lost-state-in-an-exported-model": {
+        "pyproject.toml": PACKAGED, "mylib/__init__.py": "from .net import Net\n",
+        "mylib/net.py": MODULE + COUNTING.format(name="Net", mark="").replace("        return x", "        return self.fc(x)").replace(
+            "        self.calls = 0", "        self.calls = 0\n        self.fc = nn.Linear(2, 2)"
+        ),
+        "train.py": DDP_TRAIN,
+    },
+}
+
+
+def test_a_library_that_trains_with_ddp_offers_its_models_to_data_parallel(tmp_path: Path) -> None:
+    """Each project its own folder: the models a packaged library offers by name are reached, with their submodules;
+    what it does not offer, or offers only deep inside, or what holds no parameters of its own, is not."""
+    for name, files in LIBRARY_EXPORTS.items():
+        assert_project(tmp_path / name, files)
+
+
+def test_the_message_names_the_export(tmp_path: Path) -> None:
+    """The export is the finding's related place, and the message names it, being in another file."""
+    write(tmp_path, LIBRARY_EXPORTS["imported-by-the-top-level-package"])
+    previous = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        settings = ProjectSettings(Excluder([], tmp_path))
+        results = check_paths(["mylib/fast.py"], list(all_rules()), settings, tmp_path, use_cache=False).results
+    finally:
+        os.chdir(previous)
+    (diagnostic,) = results[0].diagnostics
+    assert (diagnostic.code, diagnostic.line) == ("PFL101", 7)
+    assert diagnostic.message.startswith(
+        "`self.forward` holds the bound method `self.forward_slicing`, bound to the original module: nn.DataParallel "
+        "replicas (of a model the library exports at mylib/__init__.py:1) would run it on the original's parameters; "
+    )
+    assert [(r.path, r.line, r.message) for r in diagnostic.related] == [("mylib/__init__.py", 1, "of a model the library exports")]
+
+
+
 WRAPPED_ELSEWHERE: dict[str, dict[str, str]] = {
     "the-wrapped-class-and-its-base-in-other-files": {
         "models/__init__.py": "",
@@ -450,6 +544,37 @@ def test_a_branch_that_every_caller_in_another_file_skips(tmp_path: Path) -> Non
     assert view.every_rank_caller(function, [tree], ["1", "path"]) == [str(root / "train.py"), 9]
     cached = json.loads(json.dumps(view.questions()))
     assert still_answered(ProjectModel(str(root), files), cached)
+
+
+WRITES_REFERENCE = "import torch\ndef write_reference(state, path):\n    torch.save(state, path){mark}\n"
+VERIFY_TWO_WAYS = """
+import argparse
+import os
+import torch.distributed as dist
+from io_utils import write_reference
+def single_run(args):
+    write_reference({{}}, "reference.pt")
+def dist_run(args):
+    dist.init_process_group("nccl", rank=int(os.environ["RANK"])){dist_save}
+if __name__ == "__main__":
+    args = argparse.ArgumentParser().parse_args()
+    if args.mode == "single":
+        single_run(args)
+    else:
+        dist_run(args)
+"""
+
+
+def test_a_helper_that_only_the_single_process_side_of_a_launch_mode_switch_reaches(tmp_path: Path) -> None:
+    """FSDP-Training's verify script, with the save in a helper module: `--mode single` runs as one plain process and
+    `--mode dist` under torchrun; the helper is reached from the distributed side only when dist_run calls it."""
+    assert_project(tmp_path / "single-only", {
+        "io_utils.py": WRITES_REFERENCE.format(mark=""), "verify.py": VERIFY_TWO_WAYS.format(dist_save=""),
+    })
+    assert_project(tmp_path / "both", {
+        "io_utils.py": WRITES_REFERENCE.format(mark="  # expect: PFL201"),
+        "verify.py": VERIFY_TWO_WAYS.format(dist_save='\n    write_reference({}, "shared.pt")'),
+    })
 
 
 WORKER = "def train(rank, world_size):\n    pass\n"

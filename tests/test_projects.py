@@ -113,6 +113,23 @@ def test_a_cached_result_is_dropped_when_another_file_changes_its_answer(tmp_pat
     assert found(check(cwd=project)) == set()
 
 
+def test_a_cached_result_is_dropped_when_the_pinned_framework_changes(tmp_path: Path) -> None:
+    """No Python file changes, only requirements.txt: Lightning pinned back from 2.2 to 1.5, whose save_checkpoint
+    has no barrier. The project's fingerprint holds its dependency files, so the cached PFL207 goes."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text("")
+    (project / "requirements.txt").write_text("lightning==2.2.1\n")
+    (project / "train.py").write_text(
+        "import lightning.pytorch as pl\ndef end(trainer):\n    if trainer.is_global_zero:\n"
+        "        trainer.save_checkpoint('last.ckpt')\n"
+    )
+    assert found(check(cwd=project)) == {("train.py", "PFL207", 4)}
+    assert found(check(cwd=project)) == {("train.py", "PFL207", 4)}  # from the cache
+    (project / "requirements.txt").write_text("lightning==1.5.10\n")
+    assert found(check(cwd=project)) == set()
+
+
 def test_project_root_option_and_the_setting(tmp_path: Path) -> None:
     project = tmp_path / "project"
     shutil.copytree(REPO / "fixtures" / "projects" / "dataparallel-reach" / "clean", project)

@@ -17,8 +17,9 @@ SAVE = "import torch\nimport torch.distributed as dist\ndist.init_process_group(
 SPAWN = "import torch.multiprocessing as mp\ndef work(rank):\n    pass\nmp.spawn(work, nprocs=2)\n"
 SAVE_MESSAGE = "`torch.save` runs on every rank, which then overwrite one file; guard it with `if dist.get_rank() == 0:` or put the rank in the path"
 SPAWN_MESSAGE = (
-    "`torch.multiprocessing.spawn` starts processes at import time: spawned children re-import the module and fail "
-    'while bootstrapping; move it under `if __name__ == "__main__":`'
+    "`torch.multiprocessing.spawn` starts processes at import time with the spawn start method, on every platform: "
+    "each child re-imports the module, reaches it again and fails while bootstrapping; move it under "
+    '`if __name__ == "__main__":`'
 )
 
 

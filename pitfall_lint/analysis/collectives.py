@@ -93,14 +93,22 @@ class _HiddenCollective:
     what: str
     keyword: str = ""
     sharded_only: bool = False  # a collective only under DeepSpeed ZeRO / FSDP: counted in files that use them
+    # The first release of the framework whose call runs the collective under every strategy; before it only
+    # under DeepSpeed and FSDP. Counted where the file uses them, or the project pins that release or a later one.
+    since: tuple[int, ...] = ()
 
 
 _LIGHTNING = ("lightning", "pytorch_lightning", "lightning_fabric")
 _HIDDEN: tuple[_HiddenCollective, ...] = (
     # "This method needs to be called on all processes in case the selected strategy is handling distributed
     # checkpointing" (Trainer.save_checkpoint); it broadcasts the path and ends in strategy.barrier():
-    # alan-turing-institute/autocast#386, ray-project/ray#56997, Lightning-AI/pytorch-lightning#19045.
-    _HiddenCollective("save_checkpoint", ("trainer",), _LIGHTNING, "Lightning's `save_checkpoint` (it broadcasts the path and waits at a barrier)"),
+    # alan-turing-institute/autocast#386, ray-project/ray#56997, Lightning-AI/pytorch-lightning#19045. The barrier
+    # came in 2.1.0 (Lightning-AI/pytorch-lightning#17408); before, only DeepSpeed's and FSDP's strategies gather or
+    # save shards there.
+    _HiddenCollective(
+        "save_checkpoint", ("trainer",), _LIGHTNING, "Lightning's `save_checkpoint` (it broadcasts the path and waits at a barrier)",
+        since=(2, 1),
+    ),
     # `self.log(..., sync_dist=True)` reduces the value across ranks: "rank_zero_only ... This will prevent
     # synchronization which would produce a deadlock as not all processes would perform this log call"
     # (docs/source-pytorch/extensions/logging.rst, Lightning-AI/pytorch-lightning#19056); #19106, #19604.
@@ -152,6 +160,8 @@ _FSDP = frozenset({"torch.distributed.fsdp.FullyShardedDataParallel"})
 # A file that prepares for sharded training, where the sharded-only entries are collectives.
 _SHARDING_WORDS = (b"deepspeed", b"DeepSpeed", b"DEEPSPEED", b"fsdp", b"FSDP", b"FullyShardedDataParallel")
 _DDP = frozenset({"torch.nn.parallel.DistributedDataParallel"})
+# The distribution that installs each framework's import root, whose pinned version the project model reads.
+_DISTRIBUTIONS = {"lightning": "lightning", "pytorch_lightning": "pytorch-lightning", "lightning_fabric": "lightning-fabric"}
 
 
 def _imported_roots(ctx: FileContext) -> frozenset[str]:
@@ -207,10 +217,25 @@ def collective_call(ctx: FileContext, call: ast.Call, ancestors: Sequence[ast.AS
             and any(word in words for word in entry.receivers)
             and roots.intersection(entry.frameworks)
             and (not entry.keyword or any(k.arg == entry.keyword and _is_true(k.value) for k in call.keywords))
-            and (not entry.sharded_only or any(word in ctx.text.data for word in _SHARDING_WORDS))
+            and (not entry.sharded_only or _prepares_sharding(ctx))
+            and (not entry.since or _prepares_sharding(ctx) or _pinned_since(ctx, roots.intersection(entry.frameworks), entry.since))
         ):
             return method, f"`{ast.unparse(func)}`, {entry.what}"
     return None
+
+
+def _prepares_sharding(ctx: FileContext) -> bool:
+    return any(word in ctx.text.data for word in _SHARDING_WORDS)
+
+
+def _pinned_since(ctx: FileContext, roots: set[str] | frozenset[str], since: tuple[int, ...]) -> bool:
+    """Whether the project's dependency files pin, for a framework the file imports, `since` or a later release as
+    the lowest they admit; a framework not pinned is of unknown version, and its newer behaviour is not assumed."""
+    for root in sorted(roots):
+        floor = ctx.project.framework_floor(_DISTRIBUTIONS[root]) if root in _DISTRIBUTIONS else None
+        if floor is not None and tuple(floor) >= since:
+            return True
+    return False
 
 
 def _sharded_afterwards(ctx: FileContext, call: ast.Call, ancestors: Sequence[ast.AST]) -> bool:

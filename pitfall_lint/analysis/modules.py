@@ -129,8 +129,9 @@ def is_module_class(
 def data_parallel_reach(
     ctx: FileContext, cls: ast.ClassDef, ancestors: Sequence[ast.AST], wrapped_only: bool = False, told_only: bool = False
 ) -> Evidence | None:
-    """Where nn.DataParallel wraps the module (or a module holding it), [] when nothing in the project says but
-    it may be wrapped (a model library, or `data-parallel = "always"`); None when DataParallel cannot reach it.
+    """Where nn.DataParallel wraps the module (or a module holding it), or where a library exposes it to its users
+    (EXPORTED); [] when nothing in the project says but it may be wrapped (a model library that trains nothing, or
+    `data-parallel = "always"`); None when DataParallel cannot reach it.
     `wrapped_only`: the module DataParallel calls itself, not a submodule; `told_only`: not where it is only assumed
     (a model library, a wrap whose model the source cannot tell)."""
     return ctx.project.data_parallel_reach(cls, ancestors, wrapped_only, told_only)
@@ -169,10 +170,16 @@ def same_file_hierarchy(ctx: FileContext, cls: ast.ClassDef) -> list[ast.ClassDe
 
 
 _WRAPPER_NAMES = {"DataParallel": "nn.DataParallel"}
+# The kind of a reach's evidence that is no wrap but the place where a library exposes the module to its users
+# (`__all__`, a registry, its package's `__init__.py`), who may wrap it.
+EXPORTED = "exported"
 
 
 def wrapped_at(ctx: FileContext, evidence: Evidence | None) -> tuple[str, tuple[Related, ...]]:
-    """` (wrapped by nn.DataParallel at train.py:42)` when the wrap is in another file, and the wrap site."""
+    """` (wrapped by nn.DataParallel at train.py:42)` when the wrap is in another file, and the wrap site; ` (of a
+    model the library exports at models/__init__.py:3)` for a library's export."""
+    if evidence and evidence[2] == EXPORTED:
+        return cite(ctx, evidence, "of a model the library exports")
     what = f"wrapped by {_WRAPPER_NAMES.get(evidence[2], evidence[2])}" if evidence else ""
     return cite(ctx, evidence, what)
 

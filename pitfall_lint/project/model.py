@@ -17,9 +17,10 @@ from dataclasses import astuple, dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from pitfall_lint.analysis.distributed import SPAWNERS, may_set_up_distributed, sets_up_distributed
-from pitfall_lint.analysis.modules import is_torch_module_name
+from pitfall_lint.analysis.modules import EXPORTED, is_torch_module_name
 from pitfall_lint.analysis.scopes import definition_name
 from pitfall_lint.analysis.wrappers import same_checkpoint
+from pitfall_lint.project.dependencies import declared_floor, manifests, read_manifest
 from pitfall_lint.project.layout import Layout
 from pitfall_lint.project.store import SummaryStore, content_key
 from pitfall_lint.project.summary import UNKNOWN, CallSite, ClassFacts, FileSummary, WrapSite, summarize
@@ -200,9 +201,9 @@ class ProjectModel:
 
     def fingerprint(self) -> str:
         """What every answer rests on: the root, the mode, each file with its content, each document with its size
-        and time of change, and the folder paths are displayed from. Two models with one fingerprint answer every
-        question alike. (A document is read only when a question needs it: reading and hashing diffusers' 600 took
-        20 ms of a warm run, their status 3 ms.)"""
+        and time of change, the dependency files, and the folder paths are displayed from. Two models with one
+        fingerprint answer every question alike. (A document is read only when a question needs it: reading and
+        hashing diffusers' 600 took 20 ms of a warm run, their status 3 ms.)"""
         digest = hashlib.blake2b(f"{self.root}\0{self.data_parallel}\0{os.getcwd()}".encode(), digest_size=16)
         for path in self.files:
             digest.update(f"\0{path}\0{self._key(path)}".encode())
@@ -214,7 +215,23 @@ class ProjectModel:
             except OSError:
                 stamp = "missing"
             digest.update(f"\0{path}\0{stamp}".encode())
+        for path, text in self._manifests():
+            digest.update(f"\0{path}\0{text}".encode())
         return digest.hexdigest()
+
+    def _manifests(self) -> list[tuple[str, str]]:
+        """The project's dependency files with their text, read once."""
+        return self._memoised(("manifests",), lambda: [(p, read_manifest(p)) for p in manifests(self.root)])  # type: ignore[return-value]
+
+    def framework_floor(self, distribution: str) -> list[int] | None:
+        """The lowest version of the distribution (`pytorch-lightning`) that the project's dependency files admit;
+        None when none of them sets a lower bound (it is not pinned, or not declared at all)."""
+
+        def compute() -> list[int] | None:
+            floor = declared_floor((text for _, text in self._manifests()), distribution)
+            return list(floor) if floor is not None else None  # a list: an answer cached as JSON must compare equal
+
+        return self._memoised(("framework-floor", distribution), compute)  # type: ignore[return-value]
 
     def summary(self, path: str) -> FileSummary | None:
         key = self._key(path)
@@ -438,7 +455,8 @@ class ProjectModel:
 
         `wrapped_only`: only the module DataParallel itself calls (whose outputs it gathers), the wrapped class or a
         base of it, not a submodule. `told_only`: only where a wrap of the project names the class (or the user
-        chose data-parallel = "always"), not where it is assumed (a model library, a wrap of an unknown model)."""
+        chose data-parallel = "always"), not where it is assumed (a model library, a wrap of an unknown model, a
+        model the library exports)."""
         chosen = self._reach("DataParallel").chosen
         for evidence in self.wrapper_reach("DataParallel", path, name):
             holder = evidence[4] if evidence else WRAPPED_UNKNOWN
@@ -447,14 +465,19 @@ class ProjectModel:
             if wrapped_only and holder not in (WRAPPED_ITSELF, WRAPPED_UNKNOWN):
                 continue
             return evidence
-        return None
+        return None if told_only else self._export_reach().get((path, name))
 
     def wrapper_reaches_file(self, kind: WrapperKind, path: str) -> bool:
         """Whether a wrap of this kind can run some class the file defines: where none can, no pitfall of the
         modules it runs can be reported there."""
         reach = self._reach(kind)
         reached = self._memoised(("reached-files", kind), lambda: {p for p, _ in reach.classes})
-        return bool(reach.everything) or path in reached  # type: ignore[operator]
+        if reach.everything or path in reached:  # type: ignore[operator]
+            return True
+        if kind != "DataParallel":
+            return False
+        exported = self._memoised(("exported-files",), lambda: {p for p, _ in self._export_reach()})
+        return path in exported  # type: ignore[operator]
 
     def _wrap_at(self, path: str, line: int, column: int) -> WrapSite | None:
         return next((w for w in (self.summary(path) or FileSummary()).wraps if (w.line, w.column) == (line, column)), None)
@@ -519,12 +542,106 @@ class ProjectModel:
         reach = self._reach(kind)
         return sorted(reach.classes.get((path, name), []), key=_closeness) + reach.everything
 
+    # -- what a library exposes to its users, who may wrap it in nn.DataParallel whatever the library trains with
+
+    def _is_library(self) -> bool:
+        """Packaged for others to install: a setup.py or setup.cfg at the root, or a pyproject.toml that names the
+        distribution ([project] or [tool.poetry])."""
+
+        def compute() -> bool:
+            for path, text in self._manifests():
+                name = os.path.basename(path)
+                if os.path.dirname(path) == self.root and (
+                    name in ("setup.py", "setup.cfg") or (name == "pyproject.toml" and ("[project]" in text or "[tool.poetry]" in text))
+                ):
+                    return True
+            return False
+
+        return self._memoised(("is-library",), compute)  # type: ignore[return-value]
+
+    def _public_packages(self) -> list[str]:
+        """The `__init__.py` of each top-level package (at the root, or in `src/`) and of the packages right under
+        it (`timm/models`): the names a library's users import. Deeper ones hold the parts a framework's own
+        trainer runs (NeMo's `nemo/collections/asr/losses`)."""
+
+        def compute() -> list[str]:
+            files = set(self.files)
+            found = []
+            for path in self.files:
+                parts = os.path.relpath(path, self.root).split(os.sep)
+                parts = parts[1:] if parts[0] == "src" else parts
+                if parts[-1] == "__init__.py" and (
+                    len(parts) == 2 or (len(parts) == 3 and os.path.join(os.path.dirname(os.path.dirname(path)), "__init__.py") in files)
+                ):
+                    found.append(path)
+            return found
+
+        return self._memoised(("public-packages",), compute)  # type: ignore[return-value]
+
+    def _export_sites(self, package: str) -> list[tuple[tuple[str, str], int]]:
+        """The classes a package's `__init__.py` offers by name, each with the line that does: its own public
+        classes, the names it imports or lists in `__all__`, and what its star imports bring (a module's `__all__`,
+        else its public classes)."""
+
+        def compute() -> list[tuple[tuple[str, str], int]]:
+            summary = self.summary(package) or FileSummary()
+            found = [((package, c.name), c.line) for c in summary.classes if "." not in c.name and not c.name.startswith("_")]
+            imports = dict(summary.imports)
+            for name, line, how in summary.exports:
+                if how == "star":
+                    found += [(cls, line) for cls in self._star_exports(package, name)]
+                elif name in imports:
+                    symbol = self.resolve(package, imports[name])
+                    if symbol[0] == "class":
+                        found.append(((symbol[1], symbol[2]), line))
+            return found
+
+        return self._memoised(("export-sites", package), compute)  # type: ignore[return-value]
+
+    def _star_exports(self, importer: str, module: str) -> list[tuple[str, str]]:
+        """The project classes `from <module> import *` binds in `importer`."""
+        target = self._layout.resolve(importer, module)
+        if target is None or target[1]:
+            return []
+        summary = self.summary(target[0]) or FileSummary()
+        listed = [name for name, _, how in summary.exports if how == "__all__"]
+        if not listed:
+            return [(target[0], c.name) for c in summary.classes if "." not in c.name and not c.name.startswith("_")]
+        found = []
+        for name in listed:
+            symbol = self.resolve(target[0], dict(summary.imports).get(name, name))
+            if symbol[0] == "class":
+                found.append((symbol[1], symbol[2]))
+        return found
+
+    def _export_reach(self) -> dict[tuple[str, str], Evidence]:
+        """The classes a library's users may wrap in nn.DataParallel, whatever the library itself trains with: each
+        model (a class that builds parameters) its public packages offer by name, with its bases and submodules;
+        each with the evidence of the export, a reach whose holder the source cannot tell."""
+
+        def compute() -> dict[tuple[str, str], Evidence]:
+            found: dict[tuple[str, str], Evidence] = {}
+            if self.data_parallel != "auto" or not self._is_library():
+                return found
+            for package in self._public_packages():
+                for cls, line in self._export_sites(package):
+                    # A model to wrap holds parameters it builds: not a loss, nor a searcher over modules it is given.
+                    if cls in found or not self._class_holds_parameters(cls, frozenset()):
+                        continue
+                    evidence = [self.display(package), line, EXPORTED, False, WRAPPED_UNKNOWN, []]
+                    for reached in self._reached_from(cls):
+                        found.setdefault(reached, evidence)
+            return found
+
+        return self._memoised(("export-reach",), compute)  # type: ignore[return-value]
+
     def prepare_shared(self) -> None:
         """Answers the questions about the whole project that nearly every file of a large one asks (which module
         classes each wrapper reaches, whether the project trains distributed) before the files are spread over
         worker processes, which inherit the answers instead of each computing them again."""
         for kind in ("DataParallel", "DistributedDataParallel"):
             self._reach(kind)  # type: ignore[arg-type]
+        self._export_reach()
         self._scans = _SEARCHES_BEFORE_LISTING  # so many files ask so many questions that the listing pays from the first
 
     def _reach(self, kind: WrapperKind) -> _Reach:
@@ -973,6 +1090,7 @@ _QUESTIONS = {
     "spawn-site": "spawn_site",
     "one-node": "runs_on_one_node",
     "spawned-signature": "spawned_signature",
+    "framework-floor": "framework_floor",
 }
 
 Question = tuple[str, tuple, object]  # (question, arguments, answer)
@@ -1083,6 +1201,10 @@ class ProjectView:
     def launches(self) -> list[Evidence]:
         """How the project's shell scripts and documentation launch this file: [document, line, launcher, flag]."""
         return self._ask("launches", self.path)  # type: ignore[return-value]
+
+    def framework_floor(self, distribution: str) -> list[int] | None:
+        """The lowest version of a framework the project's dependency files admit, None when unknown."""
+        return self._ask("framework-floor", distribution)  # type: ignore[return-value]
 
 
 Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef

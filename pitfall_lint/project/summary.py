@@ -13,10 +13,11 @@ import ast
 import builtins
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from pitfall_lint.analysis.distributed import SETUP_NODES, SPAWNERS, may_set_up_distributed, setup_kind
+from pitfall_lint.analysis.launch_modes import may_run_outside_distributed_launch, runs_outside_distributed_launch
 from pitfall_lint.analysis.modules import creates_parameters, method_kind, same_module
 from pitfall_lint.analysis.one_node import OneNodeReader
 from pitfall_lint.analysis.ranks import depends_on_rank, is_locally_restricted
@@ -26,7 +27,7 @@ from pitfall_lint.analysis.wrappers import checkpoint_key, loaded_checkpoint, sa
 from pitfall_lint.context import FileContext
 from pitfall_lint.traversal import Handler, traverse
 
-FORMAT = 11  # bump when a field changes: cached summaries of another format are computed afresh
+FORMAT = 12  # bump when a field changes: cached summaries of another format are computed afresh
 
 UNKNOWN = "?"  # a wrapped or returned module whose class cannot be told from the source
 _DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.data_parallel"})
@@ -71,7 +72,7 @@ class CallSite:
     caller: str  # the scope path of the calling function, "" at module level
     callee: str  # ref
     line: int
-    guarded: bool  # restricted to one rank by the caller's own code
+    guarded: bool  # restricted to one rank, or to a single-process run, by the caller's own code
     per_rank: tuple[str, ...] = ()  # the arguments (position or keyword) whose value differs from rank to rank
     # The arguments given as literals (`safe_serialization=True`), each with its truth: a branch of the callee on
     # that parameter that the literal does not take never runs for this call.
@@ -122,6 +123,10 @@ class FileSummary:
     # and ("", True) when the whole file's do (analysis/one_node.py)
     one_node: tuple[tuple[str, bool], ...] = ()
     bare_loads: tuple[tuple[str, int], ...] = ()  # (checkpoint file name pattern, line) loaded into no sure wrapper
+    # (name, line, how) of what the module offers its importers: "__all__" (listed there), "imported" (a name a
+    # module-level `from` import of the project binds, which an `__init__.py` re-exports), "star" (`from .x import *`:
+    # the name is the module, as spelled).
+    exports: tuple[tuple[str, int, str], ...] = ()
 
     def to_row(self) -> list[object]:
         """Plain lists for the JSON cache."""
@@ -131,7 +136,7 @@ class FileSummary:
     def from_row(row: list) -> FileSummary:
         if row[0] != FORMAT:
             raise ValueError("another summary format")
-        classes, functions, imports, returns, calls, wraps, distributed, spawns, saves, signatures, one_node, bare_loads = row[1:]
+        classes, functions, imports, returns, calls, wraps, distributed, spawns, saves, signatures, one_node, bare_loads, exports = row[1:]
 
         def pairs(rows: list) -> tuple[tuple[Any, Any], ...]:
             return tuple((a, b) for a, b in rows)
@@ -158,6 +163,7 @@ class FileSummary:
             ),
             one_node=pairs(one_node),
             bare_loads=pairs(bare_loads),
+            exports=tuple((name, line, how) for name, line, how in exports),
         )
 
 
@@ -323,6 +329,8 @@ class _Builder:
         self.saves: list[tuple[str, int]] = []
         self.bare_loads: list[tuple[str, int]] = []
         self.setups: list[tuple[str, int]] = []
+        # Calls on one side of an `if` that may be a launch-mode switch: (index in `calls`, call, ancestors).
+        self.mode_switched: list[tuple[int, ast.Call, list[ast.AST]]] = []
         # A module-level function or a method of a module-level class (what can be started in a process), with
         # the names read anywhere in it (decorators and defaults included), gathered by the one walk.
         self.signed: dict[int, tuple[ast.FunctionDef | ast.AsyncFunctionDef, str, str, set[str]]] = {}
@@ -473,6 +481,9 @@ class _Builder:
             if isinstance(argument, ast.Constant) and not (slot.isdigit() and int(slot) >= spread)
         )
         restricted = is_locally_restricted(ctx, node, ancestors)
+        if not restricted and may_run_outside_distributed_launch(ancestors):
+            # Told once every set-up of the file is known: at the end of the walk.
+            self.mode_switched.append((len(self.calls), node, list(ancestors)))
         self.calls.append(CallSite(caller, callee, node.lineno, restricted, per_rank, constants))
         owner = _owner_class(ancestors)
         if owner is not None and not callee.startswith("*."):
@@ -497,6 +508,15 @@ class _Builder:
             self.callers[id(function)] = definition_name(function, ancestors)
         return self.callers[id(function)]
 
+    def _single_process_calls(self) -> tuple[CallSite, ...]:
+        """The calls, those on the single-process side of a launch-mode switch counted as restricted."""
+        calls = list(self.calls)
+        setup_lines = [line for _, line in self.setups]
+        for index, node, ancestors in self.mode_switched if setup_lines else ():
+            if runs_outside_distributed_launch(self.ctx, node, ancestors, setup_lines):
+                calls[index] = replace(calls[index], guarded=True)
+        return tuple(calls)
+
     def summary(self) -> FileSummary:
         ctx = self.ctx
         one_node = self.one_node.facts()
@@ -516,7 +536,7 @@ class _Builder:
             functions=tuple(self.functions),
             imports=tuple(_module_imports(ctx)),
             returns=tuple(dict.fromkeys(self.returns)),
-            calls=tuple(self.calls),
+            calls=self._single_process_calls(),
             wraps=tuple(self.wraps),
             distributed=tuple(self.setups),
             spawns=tuple(self.spawns),
@@ -524,6 +544,7 @@ class _Builder:
             signatures=tuple(_signature(*signed) for signed in self.signed.values()),
             one_node=(("", True),) * one_node.whole_file + tuple(sorted(one_node.functions.items())),
             bare_loads=tuple(self.bare_loads),
+            exports=tuple(_exports(ctx)),
         )
 
 
@@ -550,6 +571,24 @@ def summarize(ctx: FileContext) -> FileSummary:
     builder = _Builder(walk)
     traverse(walk, builder.handlers())
     return builder.summary()
+
+
+def _exports(ctx: FileContext) -> list[tuple[str, int, str]]:
+    """What the module offers its importers, read from its module-level statements alone."""
+    found = []
+    for statement in ctx.tree.body:
+        if isinstance(statement, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets) and isinstance(statement.value, (ast.List, ast.Tuple)):
+                found += [
+                    (e.value, e.lineno, "__all__") for e in statement.value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)
+                ]
+        elif isinstance(statement, ast.ImportFrom) and (statement.level or (statement.module or "").partition(".")[0] not in _EXTERNAL_ROOTS):
+            if any(a.name == "*" for a in statement.names):
+                found.append(("." * statement.level + (statement.module or ""), statement.lineno, "star"))
+            else:
+                found += [(a.asname or a.name, statement.lineno, "imported") for a in statement.names]
+    return found
 
 
 def _module_imports(ctx: FileContext) -> list[tuple[str, str]]:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import ast
 
-from pitfall_lint.analysis.distributed import sets_up_distributed
+from pitfall_lint.analysis.distributed import distributed_setups
 from pitfall_lint.analysis.evidence import cite
+from pitfall_lint.analysis.launch_modes import runs_outside_distributed_launch
 from pitfall_lint.analysis.ranks import is_locally_restricted
 from pitfall_lint.analysis.buffers import writes_per_process
 from pitfall_lint.analysis.scopes import bindings, enclosing_function, parameter_branches, parameter_slots
@@ -49,7 +50,7 @@ class UnguardedTorchSave(Rule):
     def finish(self) -> None:
         if not self._saves:
             return
-        distributed = sets_up_distributed(self.ctx)
+        setup_lines = [line for _, line in distributed_setups(self.ctx)]
         for call, ancestors in self._saves:
             path = call.args[_PATH_POSITION] if len(call.args) > _PATH_POSITION else None
             path = next((k.value for k in call.keywords if k.arg == "f"), path)
@@ -57,6 +58,8 @@ class UnguardedTorchSave(Rule):
                 continue
             if is_locally_restricted(self.ctx, call, ancestors):
                 continue
+            if runs_outside_distributed_launch(self.ctx, call, ancestors, setup_lines):
+                continue  # the single-process side of a launch-mode switch
             where = ""
             related: tuple[Related, ...] = ()
             function = enclosing_function(ancestors)
@@ -70,7 +73,7 @@ class UnguardedTorchSave(Rule):
                 if caller is None:
                     continue
                 where, related = cite(self.ctx, caller, "called on every rank")
-            elif not distributed:
+            elif not setup_lines:
                 continue  # module-level code, or a function nothing calls, of a file that sets up nothing
             self.report(
                 call,
