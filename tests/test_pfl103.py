@@ -137,6 +137,27 @@ CASES = {
             sizes = [len(s) for s in batch]
             return model(batch, sizes)  # expect: PFL103
     """,
+    "list-variable-at-module-level": """
+        class M(nn.Module):
+            def forward(self, x, sizes):
+                return pack_padded_sequence(x, torch.as_tensor(sizes), batch_first=True)
+        model = nn.DataParallel(M())
+        model = model.cuda()
+        sizes = [len(s) for s in batch]
+        out = model(batch, sizes)  # expect: PFL103
+    """,
+    "list-variable-for-a-chained-wrap": """
+        class M(nn.Module):
+            def forward(self, x, sizes):
+                return pack_padded_sequence(x, torch.as_tensor(sizes), batch_first=True)
+        def train(batch):
+            model = nn.DataParallel(M()).cuda().train()
+            sizes = [len(s) for s in batch]
+            return model(batch, sizes)  # expect: PFL103
+        model = nn.DataParallel(M()).to("cuda")
+        lengths = lengths.tolist()
+        model(batch, lengths)  # expect: PFL103
+    """,
     "direct-call-of-the-wrap": """
         class M(nn.Module):
             def forward(self, x, lengths):
@@ -279,6 +300,19 @@ CASES = {
         model(x, [3, 2])  # expect: PFL103
         model = nn.DataParallel(Plain())
         model(x, [3, 2])
+    """,
+    "tensor-lengths-at-module-level-and-for-a-chained-wrap": """
+        class M(nn.Module):
+            def forward(self, x, sizes):
+                return pack_padded_sequence(x, sizes, batch_first=True)
+        def train(batch):
+            model = nn.DataParallel(M()).cuda().train()
+            sizes = torch.tensor([len(s) for s in batch])
+            return model(batch, sizes)
+        model = nn.DataParallel(M())
+        model = model.cuda()
+        sizes = torch.tensor([len(s) for s in batch])
+        out = model(batch, sizes)
     """,
     "list-before-the-wrap": """
         class M(nn.Module):

@@ -53,6 +53,36 @@ CASES = {
         model = DP(nn.Linear(2, 2))
         torch.save(model.state_dict(), "ckpt.pt")  # expect: PFL203
     """,
+    "ddp-rebound-to-itself-moved": """
+        def train(net):
+            model = DDP(net)
+            model = model.to("cuda").train()
+            if dist.get_rank() == 0:
+                torch.save(model.state_dict(), "ckpt.pt")  # expect: PFL203
+    """,
+    "dataparallel-chained-then-rebound-at-module-level": """
+        model = nn.DataParallel(nn.Linear(2, 2)).cuda()
+        model = model.float()
+        torch.save(model.state_dict(), "ckpt.pt")  # expect: PFL203
+    """,
+    "rebound-to-itself-moved-saving-the-module": """
+        def train(net):
+            model = nn.DataParallel(net)
+            model = model.cuda()
+            torch.save(model.module.state_dict(), "ckpt.pt")
+        model = nn.DataParallel(nn.Linear(2, 2))
+        model = model.cuda()
+        torch.save(model.module.state_dict(), "ckpt.pt")
+    """,
+    "moved-in-the-branch-that-does-not-wrap": """
+        def train(net, parallel):
+            if parallel:
+                model = nn.DataParallel(net)
+            else:
+                model = net.cuda()
+                model = model.eval()
+                torch.save(model.state_dict(), "ckpt.pt")
+    """,
     "module-level-wrapper-saved-in-a-function": """
         model = nn.DataParallel(nn.Linear(2, 2))
         def save_checkpoint(path):

@@ -50,6 +50,24 @@ CASES = {
             loss = ddp.module(x).mean()  # expect: PFL208
             accelerator.backward(loss)
     """,
+    "module-call-after-the-wrapper-is-rebound": """
+        def train(net, x, rank):
+            ddp = DDP(net.to(rank), device_ids=[rank])
+            ddp = ddp.train()
+            ddp.module(x).sum().backward()  # expect: PFL208
+    """,
+    "module-call-at-module-level-after-a-chained-wrap": """
+        net = nn.Linear(4, 4)
+        ddp = DDP(net).train()
+        ddp = ddp.float()
+        ddp.module(torch.ones(2, 4)).sum().backward()  # expect: PFL208
+    """,
+    "the-rebound-wrapper-called-itself": """
+        def train(net, x, rank):
+            ddp = DDP(net.to(rank), device_ids=[rank])
+            ddp = ddp.train()
+            ddp(x).sum().backward()
+    """,
     # Fine: nothing of it is backpropagated, or it goes through the wrapper.
     "evaluation-under-no-grad": """
         def evaluate(net, x):

@@ -48,6 +48,51 @@ CASES = {
             model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
             model = DDP(model, device_ids=[rank])  # expect: PFL210
     """,
+    "rebound-to-itself-moved-after-the-wrap": """
+        def setup(loader):
+            model = nn.Linear(4, 4)
+            model = DDP(model)
+            model = model.cuda()  # expect: PFL210
+            for x in loader:
+                model(x).sum().backward()
+    """,
+    "rebound-to-itself-cast-at-module-level": """
+        model = DDP(nn.Linear(4, 4).to(0), device_ids=[0])
+        model = model.train().half()  # expect: PFL210
+        for x in range(3):
+            model(x).sum().backward()
+    """,
+    "inner-model-rebound-moved-after-the-wrap": """
+        def setup(loader):
+            net = nn.Linear(4, 4)
+            ddp = DDP(net)
+            net = net.to("cuda")  # expect: PFL210
+            for x in loader:
+                ddp(x).sum().backward()
+    """,
+    "device-ids-for-a-torchvision-model": """
+        import torchvision
+        def setup(rank):
+            model = torchvision.models.resnet50(weights=None)
+            model = DDP(model, device_ids=[rank])  # expect: PFL210
+    """,
+    "device-ids-for-a-model-by-architecture-name": """
+        import torchvision.models as models
+        def setup(rank, arch):
+            model = models.__dict__[arch](pretrained=True)
+            model = DDP(model, device_ids=[rank])  # expect: PFL210
+        def other(rank, arch):
+            model = getattr(models, arch)()
+            ddp = DDP(model, device_ids=[rank])  # expect: PFL210
+    """,
+    "device-ids-for-a-timm-model-at-module-level": """
+        import timm
+        from torchvision.models.detection import fasterrcnn_resnet50_fpn
+        model = timm.create_model("resnet50", pretrained=True)
+        model = DDP(model, device_ids=[0])  # expect: PFL210
+        detector = fasterrcnn_resnet50_fpn()
+        detector = DDP(detector, device_ids=[0])  # expect: PFL210
+    """,
     "device-ids-for-a-module-of-the-project": """
         class Net(nn.Module):
             def __init__(self):
@@ -139,6 +184,42 @@ CASES = {
                 ddp(x).sum().backward()
     """,
     # Fine.
+    "zoo-models-placed-before-the-wrap": """
+        import timm
+        import torchvision.models as models
+        from torchvision.models import resnet50
+        def setup(rank, arch):
+            model = models.__dict__[arch]()
+            model.cuda(rank)
+            model = DDP(model, device_ids=[rank])
+        def other(rank):
+            model = resnet50().to(rank)
+            model = DDP(model, device_ids=[rank])
+        def third(rank):
+            model = timm.create_model("resnet50", device=f"cuda:{rank}")
+            model = DDP(model, device_ids=[rank])
+        model = getattr(models, "resnet18")()
+        model = model.to(0)
+        model = DDP(model, device_ids=[0])
+    """,
+    "models-from-a-hub-or-a-feature-extractor": """
+        import torchvision.models as models
+        from torchvision.models.feature_extraction import create_feature_extractor
+        def setup(rank, backbone):
+            model = torch.hub.load("ultralytics/yolov5", "yolov5s")
+            model = DDP(model, device_ids=[rank])
+            features = create_feature_extractor(backbone, return_nodes=["layer4"])
+            features = DDP(features, device_ids=[rank])
+    """,
+    "rebound-to-itself-before-the-wrap": """
+        def setup(rank, loader):
+            model = nn.Linear(4, 4)
+            model = model.cuda(rank)
+            model = DDP(model, device_ids=[rank])
+            model = model.train()
+            for x in loader:
+                model(x).sum().backward()
+    """,
     "a-frozen-teacher-wrapped-for-sync-batchnorm": """
         def main(student, teacher, gpu, train_one_epoch):
             student, teacher = student.cuda(), teacher.cuda()

@@ -37,6 +37,39 @@ CASES = {
         model.freeze_trunk()  # expect: PFL212
         print(model.scale)  # expect: PFL212
     """,
+    "rebound-to-itself-moved-in-a-function": """
+        def main():
+            model = nn.DataParallel(Net())
+            model = model.cuda()
+            model.freeze_trunk()  # expect: PFL212
+    """,
+    "rebound-through-a-chain-at-module-level": """
+        model = DDP(Net())
+        model = model.to("cuda").train()
+        model = model.half()
+        model.freeze_trunk()  # expect: PFL212
+    """,
+    "rebound-after-a-wrap-under-a-condition": """
+        def main(ddp, model):
+            if ddp:
+                model = DDP(model)
+            model = model.requires_grad_()
+            model.freeze_trunk()  # expect: PFL212
+    """,
+    "rebound-then-reached-through-module": """
+        def main():
+            model = nn.DataParallel(Net())
+            model = model.cuda().float()
+            model.module.freeze_trunk()
+        model = DDP(Net())
+        model = model.to("cuda")
+        model.module.freeze_trunk()
+    """,
+    "rebound-to-what-the-wrapper-holds": """
+        model = nn.DataParallel(Net())
+        model = model.module.cuda()
+        model.freeze_trunk()
+    """,
     "assignment-the-module-never-sees": """
         model = nn.DataParallel(Net())
         model.temperature = 2.0  # expect: PFL212

@@ -208,6 +208,43 @@ def same_module(value: ast.AST) -> ast.AST:
     return value
 
 
+# Model zoos build their modules on the CPU (pretrained weights are loaded there too) unless given a `device=`:
+# their builders by name, and the modules whose entries are builders (`models.__dict__[arch]()`,
+# `getattr(models, name)()`), with torchvision's functions that build nothing or wrap a module given to them.
+# Not `torch.hub.load`: the repository's hubconf decides, and some place the model (ultralytics/yolov5's on CUDA).
+_ZOO_BUILDERS = frozenset({"timm.create_model", "timm.models.create_model", "torchvision.models.get_model"})
+_ZOOS = ("torchvision.models", "timm.models")
+_ZOO_HELPERS = frozenset(
+    {"get_weight", "get_model_weights", "get_model_builder", "list_models", "load_state_dict_from_url", "feature_extraction", "utils"}
+)
+
+
+def built_by_a_model_zoo(ctx: FileContext, call: ast.Call, ancestors: Sequence[ast.AST]) -> bool:
+    """`torchvision.models.resnet50()`, `timm.create_model(...)`, `models.__dict__[arch]()`, `getattr(models, name)()`
+    (`models` being torchvision's or timm's): a module built on the CPU, unlike what a function of the project
+    returns, which may be placed."""
+    func = call.func
+    if isinstance(func, ast.Subscript) and isinstance(func.value, ast.Attribute) and func.value.attr == "__dict__":
+        return _is_a_zoo(ctx.qualified_name(func.value.value, ancestors))
+    if isinstance(func, ast.Call) and isinstance(func.func, ast.Name) and func.func.id == "getattr" and func.args:
+        return ctx.qualified_name(func.func, ancestors) == "getattr" and _is_a_zoo(ctx.qualified_name(func.args[0], ancestors))
+    qualified = ctx.qualified_name(func, ancestors) or ""
+    if qualified in _ZOO_BUILDERS:
+        return True
+    module, _, name = qualified.rpartition(".")
+    return module.startswith("torchvision.models") and _is_a_zoo(module) and name[:1].islower() and name not in _ZOO_HELPERS
+
+
+def _is_a_zoo(qualified: str | None) -> bool:
+    """torchvision.models or timm.models, or one of their public submodules (`torchvision.models.detection`)."""
+    for zoo in _ZOOS:
+        if qualified == zoo:
+            return True
+        if qualified is not None and qualified.startswith(zoo + "."):
+            return not any(part.startswith("_") or part in _ZOO_HELPERS for part in qualified[len(zoo) + 1 :].split("."))
+    return False
+
+
 _REGISTRARS = frozenset({"register_buffer", "register_parameter", "register_module", "add_module"})
 
 

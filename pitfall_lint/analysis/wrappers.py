@@ -9,7 +9,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pitfall_lint.analysis.scopes import enclosing_function, is_main_guard, local_value, statements_in
+from pitfall_lint.analysis.modules import same_module
+from pitfall_lint.analysis.ranks import ancestors_of
+from pitfall_lint.analysis.scopes import Function, enclosing_function, is_main_guard, local_value, reaching_values, statements_in
 from pitfall_lint.context import FileContext
 
 WRAPPERS = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DistributedDataParallel"})
@@ -35,10 +37,40 @@ def wrap_of(
     if not ctx.memo[key]:
         return None
     function = enclosing_function(ancestors)
+    value = _assigned(ctx, name, function, line)
+    return wrap_in(ctx, value, ancestors, wrappers) if value is not None else None
+
+
+def wrap_in(
+    ctx: FileContext, value: ast.AST, ancestors: Sequence[ast.AST], wrappers: frozenset[str] = WRAPPERS, depth: int = 0
+) -> ast.Call | None:
+    """The wrapper call a value gives: the wrap itself, through the calls that return the module they are called on
+    (`DataParallel(model).cuda()`), or a name that may hold it where it is rebound through them
+    (`model = model.to(device).train()` after `model = DataParallel(model)`, not in the other branch of its `if`)."""
+    module = same_module(value)
+    if module is not value and isinstance(module, ast.Name) and depth < _MAX_DEPTH:
+        held = (wrap_in(ctx, v, ancestors, wrappers, depth + 1) for v in _values_at(ctx, module))
+        return next((wrap for wrap in held if wrap is not None), None)
+    return module if isinstance(module, ast.Call) and ctx.qualified_name(module.func, ancestors) in wrappers else None
+
+
+def _values_at(ctx: FileContext, name: ast.Name) -> list[ast.AST]:
+    """The values the name may hold where it is read: its function's assignments that reach it, else the module's."""
+    chain = ancestors_of(ctx, name)
+    function = enclosing_function(chain)
+    found: list[ast.AST] = list(reaching_values(name.id, function or ctx.tree, name, chain))
+    if not found and function is not None:
+        value = local_value(name.id, None, name.lineno, ctx.tree)
+        found = [value] if value is not None else []
+    return found
+
+
+def _assigned(ctx: FileContext, name: str, function: Function | None, line: int) -> ast.AST | None:
+    """The last value assigned to the name before the line: in the function, else at module level."""
     value = local_value(name, function, line, ctx.tree)
     if value is None and function is not None:
         value = local_value(name, None, line, ctx.tree)
-    return value if isinstance(value, ast.Call) and ctx.qualified_name(value.func, ancestors) in wrappers else None
+    return value
 
 
 def wrapped_on_every_path(ctx: FileContext, wrap: ast.Call) -> bool:
@@ -53,7 +85,7 @@ def wrapped_on_every_path(ctx: FileContext, wrap: ast.Call) -> bool:
         while blocks:
             for statement in blocks.pop():
                 if isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value is not None:
-                    found.add(id(statement.value))
+                    found.add(id(same_module(statement.value)))  # `net = DataParallel(net).cuda()` wraps too
                 elif isinstance(statement, (ast.With, ast.AsyncWith)):
                     blocks.append(statement.body)
                 elif isinstance(statement, _TRIES):

@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterator
 
 from pitfall_lint.analysis.evidence import snippet
-from pitfall_lint.analysis.modules import creates_parameters
+from pitfall_lint.analysis.modules import built_by_a_model_zoo, creates_parameters, same_module
 from pitfall_lint.analysis.ranks import ancestors_of
 from pitfall_lint.analysis.scopes import FUNCTIONS, local_value, position_in_block
 from pitfall_lint.analysis.training import dotted, walk_same_scope
@@ -95,7 +95,11 @@ class DdpWrapOrder(Rule):
 
     @staticmethod
     def _rebinds(statement: ast.stmt, name: str | None) -> bool:
+        """Binds the name to something else: not `model = model.cuda()`, which keeps the same module in it."""
         targets = statement.targets if isinstance(statement, ast.Assign) else [getattr(statement, "target", None)]
+        value = getattr(statement, "value", None)
+        if value is not None and dotted(same_module(value)) == name:
+            return False
         return name is not None and any(dotted(t) == name for t in targets if t is not None)
 
     def _changes(self, statement: ast.stmt, names: set[str], binding: WrapBinding, scope: ast.AST) -> list[tuple[str, str, ast.AST]]:
@@ -108,14 +112,14 @@ class DdpWrapOrder(Rule):
                 if problem is not None:
                     found.append(("freeze", problem, switch.node))
         for node in own_nodes(statement):
-            if statement is binding.statement and not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.value is binding.call):
+            if statement is binding.statement and not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and same_module(node.func.value) is binding.call):
                 continue  # the wrap itself: only what is called on its result comes after it
             if isinstance(node, ast.Call) and (self.ctx.qualified_name(node.func) or "").rpartition(".")[2] in _CONVERTERS:
                 if any(self._is_the_model(dotted(a) or "", names) for a in node.args):
                     found.append(("edit", self._edit_message("`convert_sync_batchnorm(...)`", line), node))
                 continue
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-                receiver = node.func.value
+                receiver = same_module(node.func.value)  # `model.train().half()` casts the model
                 spelled = dotted(receiver) if not isinstance(receiver, ast.Call) else None
                 wrapped_here = receiver is binding.call
                 if spelled is None and not wrapped_here:
@@ -356,7 +360,10 @@ class DdpWrapOrder(Rule):
         return True
 
     def _freshly_built(self, call: ast.Call, ancestors: list[ast.AST]) -> bool:
-        """A module class of torch's or the project's, called here; a container only of such calls."""
+        """A module class of torch's or the project's, or a model zoo's builder, called here; a container only of
+        such calls."""
+        if built_by_a_model_zoo(self.ctx, call, ancestors):
+            return True
         qualified = self.ctx.qualified_name(call.func, ancestors)
         built = creates_parameters(qualified, call)
         if built is None:

@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from pitfall_lint.analysis.modules import data_parallel_reach, is_module_class, wrapped_at
+from pitfall_lint.analysis.modules import data_parallel_reach, is_module_class, same_module, wrapped_at
 from pitfall_lint.analysis.ranks import ancestors_of
 from pitfall_lint.analysis.scopes import (
     FUNCTIONS,
@@ -31,10 +31,6 @@ _PACK_LENGTHS_POSITION = 1  # pack_padded_sequence(input, lengths, batch_first=F
 _PACK_BATCH_FIRST_POSITION = 2
 _DIM_POSITION = {_DATA_PARALLEL: 3}  # DataParallel(module, device_ids, output_device, dim)
 _FUNCTION_DIM_POSITION = 4  # data_parallel(module, inputs, device_ids, output_device, dim, module_kwargs)
-# Calls that return the module they are called on: `Model().to(device)` is still a Model.
-_SAME_MODULE_METHODS = frozenset(
-    {"to", "cuda", "cpu", "float", "half", "double", "bfloat16", "train", "eval", "requires_grad_", "to_empty"}
-)
 # Operations that reorder axes: a module that applies one may turn batch-first input into time-major itself.
 _AXIS_SWAPS = frozenset(
     {"transpose", "transpose_", "permute", "t", "t_", "swapaxes", "swapdims", "movedim", "moveaxis", "T", "mT"}
@@ -124,6 +120,16 @@ def _owner(spelled: ast.expr, ancestors: Sequence[ast.AST]) -> ast.AST | None:
     return enclosing_function(ancestors) if isinstance(spelled, ast.Name) else _enclosing_class(ancestors)
 
 
+def _through_same_module_calls(call: ast.Call, ancestors: tuple[ast.AST, ...]) -> tuple[ast.Call, tuple[ast.AST, ...]]:
+    """The outermost call of `nn.DataParallel(m).cuda().train()` that still gives the wrap, with its ancestors."""
+    top = call
+    while len(ancestors) > 1 and isinstance(ancestors[-2], ast.Call) and ancestors[-2].func is ancestors[-1]:
+        if same_module(ancestors[-2]) is not call:
+            break
+        top, ancestors = ancestors[-2], ancestors[:-2]
+    return top, ancestors
+
+
 def _parameters(function: Function) -> list[str]:
     arguments = function.args
     return [a.arg for a in [*arguments.posonlyargs, *arguments.args]]
@@ -201,13 +207,8 @@ class DpScatterDimMismatch(Rule):
         one, or a same-file function returning one (`model, inputs = make_example()`: `index` picks the element)."""
         if depth > _MAX_DEPTH:
             return None
-        while (
-            index is None
-            and isinstance(expr, ast.Call)
-            and isinstance(expr.func, ast.Attribute)
-            and expr.func.attr in _SAME_MODULE_METHODS
-        ):
-            expr = expr.func.value
+        if index is None:
+            expr = same_module(expr)
         if isinstance(expr, ast.Tuple) and index is not None:
             element = expr.elts[index] if index < len(expr.elts) else None
             return self._class_of(element, ancestors, line, depth + 1) if element is not None else None
@@ -332,13 +333,7 @@ class DpScatterDimMismatch(Rule):
                 isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == instance
                 for t in node.targets
             ):
-                value = node.value
-                while (
-                    isinstance(value, ast.Call)
-                    and isinstance(value.func, ast.Attribute)
-                    and value.func.attr in _SAME_MODULE_METHODS
-                ):
-                    value = value.func.value
+                value = same_module(node.value)
                 if isinstance(value, ast.Call):
                     sub = self._classes.get(self.ctx.qualified_name(value.func, [cls, method]) or "")
                     if sub is not None and sub is not cls:
@@ -518,7 +513,7 @@ class DpScatterDimMismatch(Rule):
                 return True
             return isinstance(node.func, ast.Name) and self.ctx.qualified_name(node.func, []) in _LIST_BUILDERS
         if isinstance(node, ast.Name) and depth == 0:
-            value = local_value(node.id, function, line)
+            value = local_value(node.id, function, line, self.ctx.tree)
             return value is not None and self._is_python_list(value, function, line, depth + 1)
         return False
 
@@ -528,8 +523,9 @@ class DpScatterDimMismatch(Rule):
         if self.ctx.qualified_name(call.func, ancestors) in _DATA_PARALLEL_FUNCTIONS:
             inputs = _argument(call, 1, "inputs")
             return [(call, ancestors, list(inputs.elts))] if isinstance(inputs, ast.Tuple) else []
+        top, ancestors = _through_same_module_calls(call, ancestors)
         parent = ancestors[-1] if ancestors else None
-        if isinstance(parent, ast.Call) and parent.func is call:
+        if isinstance(parent, ast.Call) and parent.func is top:
             return [(parent, ancestors[:-1], list(parent.args))]
         if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1):
             return []
@@ -569,6 +565,7 @@ class DpScatterDimMismatch(Rule):
         if key not in self.ctx.memo:
             found: dict[tuple[str, int], list[int]] = {}
             for call, ancestors, _ in self._wrap_calls:
+                _, ancestors = _through_same_module_calls(call, ancestors)
                 parent = ancestors[-1] if ancestors else None
                 if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
                     found.setdefault((parent.targets[0].id, id(enclosing_function(ancestors))), []).append(call.lineno)

@@ -10,6 +10,7 @@ from pitfall_lint.analysis.ranks import ancestors_of
 from pitfall_lint.analysis.scopes import FUNCTIONS, enclosing_function, enclosing_method, is_name, reaching_values, self_name
 from pitfall_lint.analysis.training import walk_same_scope
 from pitfall_lint.analysis.wrapper_api import DATA_PARALLEL, DISTRIBUTED_DATA_PARALLEL, MODULE
+from pitfall_lint.analysis.wrappers import wrap_in
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import Related, RuleInfo
 from pitfall_lint.rules.base import Rule
@@ -18,6 +19,7 @@ _WRAPPERS = {
     "torch.nn.DataParallel": ("DataParallel", MODULE | DATA_PARALLEL),
     "torch.nn.parallel.DistributedDataParallel": ("DistributedDataParallel", MODULE | DISTRIBUTED_DATA_PARALLEL),
 }
+_WRAPPER_NAMES = frozenset(_WRAPPERS)
 _KNOWN = MODULE | DATA_PARALLEL | DISTRIBUTED_DATA_PARALLEL
 _GUARDS = frozenset({"hasattr", "getattr", "isinstance"})
 _WRAPPER_SUFFIXES = ("DataParallel", "DDP", "FSDP")
@@ -25,13 +27,13 @@ _CAUGHT = frozenset({"AttributeError", "Exception", "BaseException"})
 
 
 def _wraps(ctx: FileContext, value: ast.AST, ancestors: Sequence[ast.AST]) -> list[ast.Call]:
-    """The wrapper calls a value may be: `DDP(m)`, `DDP(m).cuda()`, either branch of `DDP(m) if ddp else m`."""
-    value = same_module(value)
-    if isinstance(value, ast.IfExp):
-        return _wraps(ctx, value.body, ancestors) + _wraps(ctx, value.orelse, ancestors)
-    if isinstance(value, ast.Call) and ctx.qualified_name(value.func, ancestors) in _WRAPPERS:
-        return [value]
-    return []
+    """The wrapper calls a value may be: `DDP(m)`, `DDP(m).cuda()`, `model.cuda()` where `model` holds one, either
+    branch of `DDP(m) if ddp else m`."""
+    choice = same_module(value)
+    if isinstance(choice, ast.IfExp):
+        return _wraps(ctx, choice.body, ancestors) + _wraps(ctx, choice.orelse, ancestors)
+    wrap = wrap_in(ctx, value, ancestors, _WRAPPER_NAMES)
+    return [wrap] if wrap is not None else []
 
 
 def _guarded(holder: ast.expr, ancestors: Sequence[ast.AST], node: ast.AST) -> bool:
