@@ -1,5 +1,5 @@
-"""The GitHub composite action and the README's workflow snippets: the inputs the README documents, and the
-check step and the by-hand steps run as written, in a workspace that keeps a copy of this repository."""
+"""The GitHub composite action and the workflow snippets of docs/ci.md and the README: the inputs the docs document,
+and the check step and the by-hand steps run as written, in a workspace that keeps a copy of this repository."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import yaml
-
+from documentation import code_blocks, page, section
 from marks import REPO
 
 BAD_SAVE = "import torch\nimport torch.distributed as dist\ndist.init_process_group('gloo')\ntorch.save({}, 'c.pt')\n"
@@ -22,17 +22,23 @@ def _action() -> dict:
     return yaml.safe_load((REPO / "action.yml").read_text())
 
 
-def _readme_workflow_snippets() -> list[list[dict]]:
-    """The YAML blocks of the README's GitHub Actions section, each as its list of steps."""
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("\n## GitHub Actions with code scanning\n", 1)[1].split("\n## ", 1)[0]
-    blocks = [yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", section, re.DOTALL)]
+ACTIONS_SECTION = "## GitHub Actions with code scanning"
+
+
+def _workflow_blocks(path: str) -> list[str]:
+    """The YAML blocks of the page's GitHub Actions section."""
+    return code_blocks(section(page(path), ACTIONS_SECTION), "yaml")
+
+
+def _workflow_snippets() -> list[list[dict]]:
+    """The YAML blocks of the GitHub Actions section of docs/ci.md, each as its list of steps."""
+    blocks = [yaml.safe_load(block) for block in _workflow_blocks("docs/ci.md")]
     return [block["steps"] if isinstance(block, dict) else block for block in blocks]
 
 
 def _vendored_path() -> str:
-    """Where the README says the copy of this repository lives: the path its `uses:` step names."""
-    (with_action, _) = _readme_workflow_snippets()
+    """Where the docs say the copy of this repository lives: the path its `uses:` step names."""
+    (with_action, _) = _workflow_snippets()
     (local,) = [step["uses"] for step in with_action if step["uses"].startswith("./")]
     return local.removeprefix("./")
 
@@ -66,9 +72,9 @@ def test_action_is_a_composite_with_the_documented_inputs() -> None:
     action = _action()
     assert action["runs"]["using"] == "composite"
     assert set(action["inputs"]) == {"paths", "args", "sarif-file", "upload", "fail-on-findings"}
-    readme = (REPO / "README.md").read_text()
+    documented = section(page("docs/ci.md"), ACTIONS_SECTION)
     for name in action["inputs"]:
-        assert f"`{name}`" in readme, f"README does not document the action input {name}"
+        assert f"`{name}`" in documented, f"docs/ci.md does not document the action input {name}"
     steps = action["runs"]["steps"]
     assert any(step.get("uses", "").startswith("github/codeql-action/upload-sarif@") for step in steps)
     assert all("shell" in step for step in steps if "run" in step)  # composite run steps need a shell
@@ -77,9 +83,14 @@ def test_action_is_a_composite_with_the_documented_inputs() -> None:
     assert '"${{ github.action_path }}"' in install  # installs the copy it runs from, not a registry's
 
 
-def test_readme_uses_the_action_by_a_path_that_needs_no_tag() -> None:
-    (with_action, _) = _readme_workflow_snippets()
+def test_docs_use_the_action_by_a_path_that_needs_no_tag() -> None:
+    (with_action, _) = _workflow_snippets()
     assert [step["uses"] for step in with_action] == ["actions/checkout@v4", "./tools/pitfall-lint"]
+
+
+def test_the_readme_shows_the_workflow_of_the_docs() -> None:
+    """The front page's snippet is the first one of docs/ci.md, which the tests here run."""
+    assert _workflow_blocks("README.md") == _workflow_blocks("docs/ci.md")[:1]
 
 
 def _run_check_step(tmp_path: Path) -> tuple[Path, dict[str, str], subprocess.CompletedProcess[str]]:
@@ -125,8 +136,8 @@ def test_check_step_writes_a_markdown_summary_for_the_job_page(tmp_path: Path) -
     ]
 
 
-def test_readme_steps_without_the_action_run_as_written(tmp_path: Path) -> None:
-    (_, by_hand) = _readme_workflow_snippets()
+def test_docs_steps_without_the_action_run_as_written(tmp_path: Path) -> None:
+    (_, by_hand) = _workflow_snippets()
     runs = [step["run"] for step in by_hand if "run" in step]
     install, *checks = runs
     assert install == f"pip install ./{_vendored_path()}"  # stood in for by this environment's pitfall-lint

@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+from documentation import page
+
 from pitfall_lint import maturity
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.selection import rule_infos
@@ -54,12 +56,12 @@ def test_the_bar_is_90_percent_on_10_judged_findings_of_a_rule_on_by_default() -
     assert maturity.below_the_bar(infos, figures) == ["PFL001", "PFL006"]
 
 
-def test_the_readme_quotes_the_shipped_overall_figures() -> None:
+def test_the_rules_page_quotes_the_shipped_overall_figures() -> None:
     overall = maturity.first_run_figures()["all"]
-    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    rules_page = " ".join(page("docs/rules/index.md").split())
     assert (
-        f"So far ({overall['repositories']} repositories, checked on " in readme
+        f"So far ({overall['repositories']} repositories, checked on " in rules_page
         and f"{overall['true']} of the {overall['judged']} judged findings were true ({100 * overall['precision']:.0f} %), "
         f"{overall['debatable']} more {'was' if overall['debatable'] == 1 else 'were'} debatable, and {overall['true']} of {overall['true'] + overall['misses']} real "
-        f"pitfalls were found ({100 * overall['recall']:.0f} % recall)." in readme
+        f"pitfalls were found ({100 * overall['recall']:.0f} % recall)." in rules_page
     )

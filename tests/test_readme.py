@@ -1,4 +1,5 @@
-"""The README's figures and samples: each comes from a command this test runs, or says where and when it was measured."""
+"""The figures and samples of the README and the docs/ pages: each comes from a command this test runs, or says where
+and when it was measured."""
 
 from __future__ import annotations
 
@@ -10,26 +11,24 @@ import sys
 from pathlib import Path
 
 from click.testing import CliRunner
+from documentation import code_blocks, page, pages, section, sections
 
 from pitfall_lint.cli import main
 from pitfall_lint.selection import rule_infos
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")
+ECOSYSTEM = page("docs/ecosystem.md")
 # A duration, a size or a memory figure: what a machine measured rather than what a command prints.
 MEASURED_FIGURE = re.compile(r"\b\d+(?:\.\d+)? ?(?:s|ms|MiB|GiB|MB)\b")
 DATED = re.compile(r"[Mm]easured[^.]*?\b20\d\d-\d\d-\d\d\b")
-
-
-def _sections() -> list[str]:
-    return re.split(r"\n(?=#{2,3} )", README)
+# Figures that are settings of verify, not measurements: its collectives' timeout and the most it copies.
+SETTINGS = ("under a 5 s process-group timeout", "(up to 512 MiB)")
 
 
 def _code_blocks(section_heading: str, language: str) -> list[str]:
-    """The bodies of the section's fenced blocks of that language ('' for a block with none)."""
-    section = README.split(f"\n{section_heading}\n", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"^```(\w*)\n(.*?)^```$", section, re.DOTALL | re.MULTILINE)
-    return [body for block_language, body in blocks if block_language == language]
+    """The bodies of the README section's fenced blocks of that language ('' for a block with none)."""
+    return code_blocks(section(README, section_heading), language)
 
 
 def test_the_set_up_commands_are_what_ci_runs() -> None:
@@ -51,11 +50,18 @@ def test_the_sample_output_is_what_the_check_of_the_fixtures_prints(monkeypatch)
     assert printed[-len(tail) :] == tail
 
 
+def _without_settings(text: str) -> str:
+    for setting in SETTINGS:
+        text = text.replace(setting, "")
+    return text
+
+
 def test_every_measured_figure_names_its_machine_and_date() -> None:
     undated = [
-        section.splitlines()[0]
-        for section in _sections()
-        if MEASURED_FIGURE.search(section) and not DATED.search(section)
+        f"{path}: {part.splitlines()[0]}"
+        for path, text in pages().items()
+        for part in sections(text)
+        if MEASURED_FIGURE.search(_without_settings(part)) and not DATED.search(part)
     ]
     assert undated == []
 
@@ -68,7 +74,7 @@ def test_the_ecosystem_table_is_the_stored_summary() -> None:
     spec.loader.exec_module(ecosystem)
     summary = json.loads((REPO / "bench" / "ecosystem-summary.json").read_text(encoding="utf-8"))
     default_on = {info.code for info in rule_infos() if info.enabled_by_default}
-    assert ecosystem.table(summary, default_on).strip() in README
+    assert ecosystem.table(summary, default_on).strip() in ECOSYSTEM
 
 
 def test_the_ecosystem_table_says_what_the_summary_says() -> None:
@@ -83,7 +89,7 @@ def test_the_ecosystem_table_says_what_the_summary_says() -> None:
         for finding in findings
     ]
     true = verdicts.count("true")
-    assert f"All {true} findings of the rules on by default are true." in README
+    assert f"All {true} findings of the rules on by default are true." in ECOSYSTEM
     assert true == len(verdicts)
 
 
@@ -97,7 +103,8 @@ def test_the_readme_commands_run() -> None:
 def test_every_table_row_has_the_cells_of_its_header() -> None:
     """A row pasted into the wrong table (the ecosystem's into the speed table's) shows as a count of cells."""
     misfits = []
-    for table in re.findall(r"(?:^\|.*\|\n)+", README, re.MULTILINE):
+    tables = [table for text in pages().values() for table in re.findall(r"(?:^\|.*\|\n)+", text, re.MULTILINE)]
+    for table in tables:
         rows = [row for row in table.splitlines() if not re.fullmatch(r"\|(?: ?-+ ?\|)+", row)]
         widths = [len(re.findall(r"(?<!\\)\|", row)) for row in rows]
         misfits += [row for row, width in zip(rows, widths) if width != widths[0]]

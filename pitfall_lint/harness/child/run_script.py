@@ -2,7 +2,7 @@
 with spawn and once with forkserver as the default start method, where a probe asks for it).
 
 Also the entry point of each rank under torch.distributed.run, and of a per-rank harness inside an
-existing multi-node `torchrun` launch (see the README).
+existing multi-node `torchrun` launch (see docs/verify.md).
 """
 
 from __future__ import annotations
