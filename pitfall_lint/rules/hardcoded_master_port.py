@@ -126,6 +126,7 @@ class HardcodedMasterPort(Rule):
         severity="warning",
         hint='launch with `torchrun --standalone` (it picks a free port), or bind port 0 on 127.0.0.1 to find a free one',
         verifiable=True,
+        preview=True,  # below the first-run bar (bench/fresh): runs with --preview
     )
     # Every flagged form spells one of these: the variable, a tcp:// URL, the store's class, a config's field.
     triggers = (("MASTER_PORT", "tcp://", "TCPStore", "master_port"),)

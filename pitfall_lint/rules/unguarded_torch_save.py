@@ -31,6 +31,7 @@ class UnguardedTorchSave(Rule):
         hint='save on one rank (`if dist.get_rank() == 0:`) and `dist.barrier()` before others read it, or put the rank in the file name',
         verifiable=True,
         fix="unsafe",
+        preview=True,  # below the first-run bar (bench/fresh): runs with --preview
     )
     # A call of torch.save; the file need not set up distributed training itself when its caller does.
     triggers = (("save(", "save (", "save as"), ("torch",))  # a call, or `from torch import save as tsave`
