@@ -15,7 +15,10 @@ import yaml
 from documentation import code_blocks, page, section
 from marks import REPO
 
-BAD_SAVE = "import torch\nimport torch.distributed as dist\ndist.init_process_group('gloo')\ntorch.save({}, 'c.pt')\n"
+# A default rule's pitfall (PFL301: mp.spawn at module level), what the action reports with no options.
+BAD_SPAWN = "import torch.multiprocessing as mp\ndef work(rank):\n    pass\nmp.spawn(work, nprocs=2)\n"
+# PFL201's pitfall: a preview rule, which the action with its defaults does not run.
+PREVIEW_SAVE = "import torch\nimport torch.distributed as dist\ndist.init_process_group('gloo')\ntorch.save({}, 'c.pt')\n"
 
 
 def _action() -> dict:
@@ -44,12 +47,14 @@ def _vendored_path() -> str:
 
 
 def _workspace(tmp_path: Path) -> Path:
-    """A checked-out repository with one bad file and, at the documented path, a copy of this one."""
+    """A checked-out repository with one bad file, one that only a preview rule would report and, at the documented
+    path, a copy of this one."""
     workspace = tmp_path / "workspace"
     vendored = workspace / _vendored_path()
     shutil.copytree(REPO / "fixtures", vendored / "fixtures")  # bad on purpose: must never be reported
     shutil.copy(REPO / "action.yml", vendored / "action.yml")
-    (workspace / "train.py").write_text(BAD_SAVE)
+    (workspace / "train.py").write_text(BAD_SPAWN)
+    (workspace / "checkpoint.py").write_text(PREVIEW_SAVE)
     return workspace
 
 
@@ -109,7 +114,7 @@ def test_check_step_reports_the_workspace_and_never_the_vendored_copy(tmp_path: 
     workspace, env, result = _run_check_step(tmp_path)
     assert result.returncode == 0, result.stderr  # findings are exit 1: the later step decides to fail the job
     assert Path(env["GITHUB_OUTPUT"]).read_text() == "exit-code=1\n"
-    assert _sarif_paths(workspace / "pitfall-lint.sarif") == ["train.py"]
+    assert _sarif_paths(workspace / "pitfall-lint.sarif") == ["train.py"]  # not checkpoint.py: PFL201 is a preview rule
     assert [line.split(",")[0] for line in result.stdout.splitlines()] == ["::error file=train.py"]
 
 
@@ -119,19 +124,20 @@ def test_check_step_writes_a_markdown_summary_for_the_job_page(tmp_path: Path) -
     assert Path(env["GITHUB_STEP_SUMMARY"]).read_text().splitlines() == [
         "## pitfall-lint",
         "",
-        "Found 1 diagnostic in 1 of 1 file checked.",
+        "Found 1 diagnostic in 1 of 2 files checked.",  # checkpoint.py is checked; PFL201 is a preview rule
         "",
-        "1 unsafe fix available with `--fix --unsafe-fixes`.",
+        "[*] 1 fixable with `--fix`.",
         "",
         "| Code | Rule | Findings | Fixable with `--fix` |",
         "| --- | --- | ---: | ---: |",
-        "| PFL201 | unguarded-torch-save | 1 | 0 |",
+        "| PFL301 | missing-main-guard | 1 | 1 |",
         "",
         "| Place | Code | Message |",
         "| --- | --- | --- |",
         (
-            "| `train.py:4:1` | PFL201 | `torch.save` runs on every rank, which then overwrite one file; guard it with "
-            "`if dist.get_rank() == 0:` or put the rank in the path |"
+            "| `train.py:4:1` | PFL301 | `torch.multiprocessing.spawn` starts processes at import time with the spawn "
+            "start method, on every platform: each child re-imports the module, reaches it again and fails while "
+            'bootstrapping; move it under `if __name__ == "__main__":` |'
         ),
     ]
 

@@ -14,7 +14,7 @@ from click.testing import CliRunner, Result
 
 from pitfall_lint.cli import main
 
-# Saves on every rank of a process group: PFL201 on line 7 (line 6 without the shebang).
+# Saves on every rank of a process group: PFL201 (a preview rule) on line 7 (line 6 without the shebang).
 LAUNCH = (
     "#!/usr/bin/env python\n"
     "import torch\n"
@@ -37,7 +37,8 @@ def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def check(*args: str) -> Result:
-    return CliRunner().invoke(main, ["check", "--no-cache", "--format", "json", *args], catch_exceptions=False)
+    # --preview: PFL201 is a preview rule; these tests use its finding only to show which files were checked.
+    return CliRunner().invoke(main, ["check", "--no-cache", "--preview", "--format", "json", *args], catch_exceptions=False)
 
 
 def found(result: Result) -> list[tuple[str, str, int]]:
@@ -46,7 +47,7 @@ def found(result: Result) -> list[tuple[str, str, int]]:
 
 def summary(*args: str) -> str:
     """The text report's line that counts the files checked (a line about fixes may follow it)."""
-    lines = CliRunner().invoke(main, ["check", "--no-cache", *args], catch_exceptions=False).stdout.splitlines()
+    lines = CliRunner().invoke(main, ["check", "--no-cache", "--preview", *args], catch_exceptions=False).stdout.splitlines()
     (counted,) = [line for line in lines if line.startswith(("Found ", "All checks passed!"))]
     return counted
 
@@ -274,7 +275,7 @@ PROBE = """
 import sys
 from click.testing import CliRunner
 from pitfall_lint.cli import main
-result = CliRunner().invoke(main, ["check", "--no-cache", *sys.argv[1:]])
+result = CliRunner().invoke(main, ["check", "--no-cache", "--preview", *sys.argv[1:]])
 print(result.exit_code, "pathspec" in sys.modules)
 """
 

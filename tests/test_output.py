@@ -24,7 +24,8 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def run(*args: str) -> str:
-    return CliRunner().invoke(main, ["check", "--no-cache", *args], catch_exceptions=False).stdout
+    # --preview: PFL201 is a preview rule; these tests use its findings only as findings to print.
+    return CliRunner().invoke(main, ["check", "--no-cache", "--preview", *args], catch_exceptions=False).stdout
 
 
 def test_show_source_draws_the_span_and_the_hint(project: Path) -> None:
@@ -60,7 +61,7 @@ def _in_a_terminal(cwd: Path, env: dict[str, str]) -> str:
 
     primary, secondary = pty.openpty()
     process = subprocess.Popen(
-        [sys.executable, "-m", "pitfall_lint", "check", "--no-cache", "save.py"],
+        [sys.executable, "-m", "pitfall_lint", "check", "--no-cache", "--preview", "save.py"],
         cwd=cwd, stdout=secondary, stderr=subprocess.DEVNULL, env=env,
     )
     os.close(secondary)

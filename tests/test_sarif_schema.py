@@ -197,7 +197,8 @@ def test_a_fixable_result_carries_the_fix_that_fix_makes(
     (fixture,) = FIXTURES.glob(f"{code}-*/bad.py")
     text = _LINE_ENDINGS[ending](fixture.read_text(encoding="utf-8"))
     (tmp_path / "train.py").write_bytes(text.encode())
-    proc, log = _check_sarif(Path("train.py"), args=("--select", code, "--unsafe-fixes"), cwd=tmp_path)
+    # --preview: PFL201 is a preview rule, named in --select it runs only in preview mode.
+    proc, log = _check_sarif(Path("train.py"), args=("--preview", "--select", code, "--unsafe-fixes"), cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     _assert_valid(sarif_validator, log)
     (result,) = _only_run(log)["results"]
@@ -219,7 +220,7 @@ def test_fixes_exactly_where_fix_would_make_them(sarif_validator: Validator, tmp
         (tmp_path / f"{code}.py").write_bytes(fixture.read_bytes())
     save = "import torch\nimport torch.distributed as dist\ndist.init_process_group('gloo')\ntorch.save({}, 'a.pt')\n"
     (tmp_path / "nb.ipynb").write_bytes(notebook(save))
-    _, log = _check_sarif(Path("."), cwd=tmp_path)
+    _, log = _check_sarif(Path("."), args=("--preview",), cwd=tmp_path)  # PFL201 is a preview rule
     _assert_valid(sarif_validator, log)
     fixes = {(r["ruleId"], r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]): r.get("fixes") for r in _only_run(log)["results"]}
     assert fixes.keys() == {("PFL102", "PFL102.py"), ("PFL201", "PFL201.py"), ("PFL201", "nb.ipynb"), ("PFL402", "PFL402.py")}
