@@ -22,7 +22,7 @@ SAVE = "import torch\nimport torch.distributed as dist\ndist.init_process_group(
 
 
 def check(*args: str) -> list[tuple[str, str, int]]:
-    result = CliRunner().invoke(main, ["check", "--format", "json", *args], catch_exceptions=False)
+    result = CliRunner().invoke(main, ["check", "--preview", "--format", "json", *args], catch_exceptions=False)
     return [(d["path"], d["code"], d["line"]) for d in json.loads(result.stdout)["diagnostics"]]
 
 

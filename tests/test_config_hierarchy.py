@@ -15,7 +15,7 @@ SPAWN = "import torch.multiprocessing as mp\ndef w(i):\n    pass\nmp.spawn(w, np
 
 
 def check(*args: str):
-    return CliRunner().invoke(main, ["check", "--no-cache", "--format", "json", *args], catch_exceptions=False)
+    return CliRunner().invoke(main, ["check", "--no-cache", "--preview", "--format", "json", *args], catch_exceptions=False)
 
 
 def found(result) -> list[tuple[str, str]]:
@@ -183,7 +183,7 @@ def test_a_range_is_judged_by_the_rules_of_its_file_s_configuration(monorepo: Pa
 
 
 def test_the_cache_keeps_each_configuration_s_results_apart(monorepo: Path) -> None:
-    args = ["check", "--format", "json"]
+    args = ["check", "--preview", "--format", "json"]
     first = CliRunner().invoke(main, args, catch_exceptions=False)
     second = CliRunner().invoke(main, args, catch_exceptions=False)
     assert found(first) == found(second) == [("a/spawn.py", "PFL301"), ("save.py", "PFL201")]

@@ -26,7 +26,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def checked(*args: str) -> list[str]:
-    result = CliRunner().invoke(main, ["check", "--no-cache", "--format", "json", *args], catch_exceptions=False)
+    result = CliRunner().invoke(main, ["check", "--no-cache", "--preview", "--format", "json", *args], catch_exceptions=False)
     assert result.exit_code in (0, 1), result.output
     return sorted(d["path"] for d in json.loads(result.stdout)["diagnostics"])
 

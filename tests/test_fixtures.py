@@ -38,7 +38,7 @@ def test_cli_on_fixture_folder_reports_exactly_the_marks() -> None:
     from test_notebooks import cell_marks
 
     result = subprocess.run(
-        [sys.executable, "-m", "pitfall_lint", "check", "--no-cache", "--select", "ALL", "--format", "json", "fixtures"],
+        [sys.executable, "-m", "pitfall_lint", "check", "--no-cache", "--preview", "--select", "ALL", "--format", "json", "fixtures"],
         cwd=REPO, capture_output=True, text=True, check=False,
     )
     assert result.returncode == 1, result.stderr

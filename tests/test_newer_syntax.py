@@ -48,7 +48,7 @@ def inside(folder: Path) -> Iterator[None]:
 def check(folder: Path, *arguments: str, cache: bool = False) -> tuple[int, list[tuple[str, str, int, int, str]]]:
     with inside(folder):
         caching = [] if cache else ["--no-cache"]
-        result = CliRunner().invoke(main, ["check", *caching, "--select", "ALL", "--format", "json", *arguments])
+        result = CliRunner().invoke(main, ["check", *caching, "--preview", "--select", "ALL", "--format", "json", *arguments])
     assert result.exit_code in (0, 1), result.output
     rows = json.loads(result.stdout)["diagnostics"]
     return result.exit_code, [(d["path"], d["code"], d["line"], d["column"], d["message"]) for d in rows]

@@ -201,7 +201,7 @@ def test_findings_are_in_cell_order_then_line_order(tmp_path: Path, monkeypatch:
     setup = "import torch\nimport torch.distributed as dist\ndist.init_process_group('gloo')\n"
     (tmp_path / "nb.ipynb").write_bytes(notebook(setup, "x = 1\n", "y = 2\nz = 3\ntorch.save({}, 'a.pt')\n", "torch.save({}, 'b.pt')\n"))
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(main, ["check", "--no-cache", "--select", "PFL201", "nb.ipynb"])
+    result = CliRunner().invoke(main, ["check", "--no-cache", "--preview", "--select", "PFL201", "nb.ipynb"])
     assert [line.split(" PFL201 ")[0] for line in result.stdout.splitlines()] == [
         "nb.ipynb:cell 3:3:1:", "nb.ipynb:cell 4:1:1:", "Found 2 diagnostics in 1 of 1 file checked."
     ]

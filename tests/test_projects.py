@@ -31,7 +31,7 @@ def inside(folder: Path) -> Iterator[None]:
 
 def check(*arguments: str, cwd: Path = REPO) -> dict:
     with inside(cwd):
-        result = CliRunner().invoke(main, ["check", "--select", "ALL", "--format", "json", *arguments], catch_exceptions=False)
+        result = CliRunner().invoke(main, ["check", "--preview", "--select", "ALL", "--format", "json", *arguments], catch_exceptions=False)
     assert result.exit_code in (0, 1), result.output
     return json.loads(result.stdout)
 

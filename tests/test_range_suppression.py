@@ -163,7 +163,7 @@ def unused_range(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _check(*args: str) -> tuple[int, list[tuple[str, int]]]:
-    result = CliRunner().invoke(main, ["check", "--no-cache", "--format", "json", *args, "train.py"], catch_exceptions=False)
+    result = CliRunner().invoke(main, ["check", "--no-cache", "--preview", "--format", "json", *args, "train.py"], catch_exceptions=False)
     return result.exit_code, [(d["code"], d["line"]) for d in json.loads(result.stdout)["diagnostics"]]
 
 
@@ -177,7 +177,7 @@ def test_the_checks_of_range_comments_are_selected_and_ignored_as_rules_are(unus
 
 
 def test_the_text_report_names_the_range_code(unused_range: Path) -> None:
-    result = CliRunner().invoke(main, ["check", "--no-cache", "train.py"], catch_exceptions=False)
+    result = CliRunner().invoke(main, ["check", "--no-cache", "--preview", "train.py"], catch_exceptions=False)
     assert result.stdout == (
         "train.py:4:1: PFL001 unused range suppression: nothing in the range is reported under PFL201\n"
         "Found 1 diagnostic in 1 of 1 file checked.\n"
