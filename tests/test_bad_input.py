@@ -23,7 +23,8 @@ BAD_SAVE = "import torch\nimport torch.distributed as dist\ndist.init_process_gr
 
 def run_check(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pitfall_lint", "check", "--format", "json", *args],
+        # --preview: the example finding is PFL201's, a preview rule since 2026-11-25.
+        [sys.executable, "-m", "pitfall_lint", "check", "--preview", "--format", "json", *args],
         cwd=cwd, capture_output=True, text=True, check=False,
     )
 
@@ -172,7 +173,7 @@ def _deny_reading(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def check_in_process(*args: str):
-    return CliRunner().invoke(main, ["check", "--no-cache", "--format", "json", *args], catch_exceptions=False)
+    return CliRunner().invoke(main, ["check", "--no-cache", "--preview", "--format", "json", *args], catch_exceptions=False)
 
 
 def test_an_unreadable_named_file_gets_pfl000_and_the_others_are_checked(
@@ -247,7 +248,7 @@ def test_a_named_pipe_is_skipped_with_a_warning_never_read(tmp_path: Path) -> No
     for args in (["."], ["named.py", "pkg"]):
         # A read of a pipe with no writer blocks for ever: the timeout turns a hang into a failure.
         result = subprocess.run(
-            [sys.executable, "-m", "pitfall_lint", "check", "--format", "json", *args],
+            [sys.executable, "-m", "pitfall_lint", "check", "--preview", "--format", "json", *args],
             cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
         )
         assert result.returncode == 1, result.stderr

@@ -21,7 +21,8 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def check(*args: str):
-    return CliRunner().invoke(main, ["check", "--no-cache", "--format", "json", *args], catch_exceptions=False)
+    # --preview: the example finding is PFL201's, a preview rule since 2026-11-25.
+    return CliRunner().invoke(main, ["check", "--no-cache", "--preview", "--format", "json", *args], catch_exceptions=False)
 
 
 def found(result) -> list[tuple[str, int]]:
@@ -77,10 +78,10 @@ def test_paths_are_relative_to_the_baseline_so_any_working_folder_keeps_it(proje
         monkeypatch.chdir(folder)
         result = check("--baseline", baseline)
         assert (result.exit_code, found(result)) == (0, []), folder
-        text = CliRunner().invoke(main, ["check", "--no-cache", "--baseline", baseline], catch_exceptions=False)
+        text = CliRunner().invoke(main, ["check", "--no-cache", "--preview", "--baseline", baseline], catch_exceptions=False)
         assert text.stdout == "All checks passed! (2 files checked; 3 findings hidden by the baseline)\n"
     (project / "pkg" / "train.py").write_text(SETUP + "torch.save({}, 'old.pt')\ntorch.save({}, 'new.pt')\n")
-    text = CliRunner().invoke(main, ["check", "--no-cache", "--baseline", "../baseline.json"], catch_exceptions=False)
+    text = CliRunner().invoke(main, ["check", "--no-cache", "--preview", "--baseline", "../baseline.json"], catch_exceptions=False)
     assert text.exit_code == 1
     assert text.stdout.splitlines()[-2:] == [
         "Found 1 diagnostic in 1 of 2 files checked; 3 findings hidden by the baseline.",

@@ -25,7 +25,8 @@ from marks import REPO
 
 SHELL_LANGUAGES = {"sh", "bash", "shell"}
 PROMPT = "$ "
-# A script that starts its ranks at import time (PFL301, whose fix is safe) and saves on every rank (PFL201, unsafe).
+# A script that starts its ranks at import time (PFL301, whose fix is safe) and saves on every rank (PFL201, a preview
+# rule since 2026-11-25: the commands as the docs show them, with no --preview, do not report it).
 TRAIN = """\
 import torch
 import torch.distributed as dist
@@ -40,10 +41,10 @@ def worker(rank, world_size):
 mp.spawn(worker, args=(2,), nprocs=2)
 """
 # Where the check reports them (what the messages say is each rule's own tests' business).
-FINDINGS = ["train.py:8:5: PFL201", "train.py:11:1: PFL301"]
+FINDINGS = ["train.py:11:1: PFL301"]
 SUMMARY = [
-    "Found 2 diagnostics in 1 of 1 file checked.",
-    "[*] 1 fixable with `--fix` (1 unsafe fix available with `--fix --unsafe-fixes`).",
+    "Found 1 diagnostic in 1 of 1 file checked.",
+    "[*] 1 fixable with `--fix`.",
 ]
 
 # What cannot run here, and why. Each is a command shown as it is written.
@@ -188,7 +189,7 @@ def verify(project: Path) -> None:
     result = _shell("pitfall-lint verify train.py", project)
     assert result.returncode == 1, result.stderr
     assert "train.py:11: PFL301 confirmed" in result.stdout.splitlines()
-    assert result.stdout.splitlines()[-1] == "1 confirmed, 0 not-reproduced, 1 not-run."
+    assert result.stdout.splitlines()[-1] == "1 confirmed, 0 not-reproduced, 0 not-run."
 
 
 @runs(
@@ -197,10 +198,10 @@ def verify(project: Path) -> None:
 )
 def baseline(project: Path) -> None:
     written = _shell("pitfall-lint check --write-baseline pitfall-lint-baseline.json", project)
-    assert (written.returncode, written.stderr) == (0, "Recorded 2 findings in pitfall-lint-baseline.json.\n")
+    assert (written.returncode, written.stderr) == (0, "Recorded 1 finding in pitfall-lint-baseline.json.\n")
     used = _shell("pitfall-lint check --baseline pitfall-lint-baseline.json", project)
     assert (used.returncode, used.stdout, used.stderr) == (
-        0, "All checks passed! (1 file checked; 2 findings hidden by the baseline)\n", ""
+        0, "All checks passed! (1 file checked; 1 finding hidden by the baseline)\n", ""
     )
 
 
@@ -214,11 +215,9 @@ def ci_reports(project: Path) -> None:
         result = _shell(command, project)
         assert (result.returncode, result.stdout, result.stderr) == (1, "", ""), command
     gitlab = json.loads((project / "gl-code-quality.json").read_text())
-    assert [(issue["check_name"], issue["location"]["path"]) for issue in gitlab] == [
-        ("PFL201", "train.py"), ("PFL301", "train.py")
-    ]
+    assert [(issue["check_name"], issue["location"]["path"]) for issue in gitlab] == [("PFL301", "train.py")]
     junit = ElementTree.parse(project / "pitfall-lint.xml").getroot()
-    assert sorted(failure.get("type") for failure in junit.iter("failure")) == ["PFL201", "PFL301"]
+    assert sorted(failure.get("type") for failure in junit.iter("failure")) == ["PFL301"]
     summary = (project / "pitfall-lint.md").read_text().splitlines()
     assert summary[:3] == ["## pitfall-lint", "", SUMMARY[0]]
 
@@ -230,9 +229,7 @@ CI_REPORTS = [command for command, check in CHECKS.items() if check is ci_report
 def github(project: Path) -> None:
     result = _shell("pitfall-lint check --format github .", project)
     assert result.returncode == 1, result.stderr
-    assert [line.split(",")[:2] for line in result.stdout.splitlines()] == [
-        ["::error file=train.py", "line=8"], ["::error file=train.py", "line=11"]
-    ]
+    assert [line.split(",")[:2] for line in result.stdout.splitlines()] == [["::error file=train.py", "line=11"]]
 
 
 def _multi_node_block() -> list[str]:
@@ -273,9 +270,9 @@ def stdin(project: Path) -> None:
 @runs("pitfall-lint check --stdin-filename train.py --fix < train.py")
 def stdin_fix(project: Path) -> None:
     result = _shell("pitfall-lint check --stdin-filename train.py --fix < train.py", project)
-    assert result.returncode == 1, result.stderr  # PFL201's fix is unsafe: its finding is left
+    assert result.returncode == 0, result.stderr  # PFL301's fix made; PFL201, a preview rule, did not run
     assert result.stdout == TRAIN.replace("\nmp.spawn(", '\nif __name__ == "__main__":\n    mp.spawn(')
-    assert _report(result.stderr.splitlines())[1:2] == FINDINGS[:1]
+    assert result.stderr == "Fixed 1 finding in 1 file.\nAll checks passed! (1 file checked)\n"
     assert (project / "train.py").read_text() == TRAIN  # the buffer is fixed, not the file
 
 
@@ -295,7 +292,7 @@ def test_the_commands_shown_run_as_documented(check: Callable[[Path], None], tmp
 
 PRINTED = {  # the exit code each shown command ends with
     "pitfall-lint check fixtures/": 1,
-    "pitfall-lint check fixtures/projects/imported-module-base/bad fixtures/projects/guard-in-caller/bad": 1,
+    "pitfall-lint check --preview fixtures/projects/imported-module-base/bad fixtures/projects/guard-in-caller/bad": 1,
     "cd tests/verify_cases/realistic/dp_project && pitfall-lint verify train.py -- --epochs 1": 1,
 }
 

@@ -526,11 +526,11 @@ def test_a_file_its_user_may_not_write_is_left_alone(tmp_path: Path) -> None:
 
 def test_diff_prints_the_patch_and_writes_nothing(tmp_path: Path) -> None:
     target = tmp_path / "train.py"
-    target.write_bytes(fixture("PFL201").read_bytes())
-    result = run("check", "--no-cache", "--diff", "train.py", cwd=tmp_path)
+    target.write_bytes(fixture("PFL201").read_bytes())  # PFL201: a preview rule since 2026-11-25, hence --preview
+    result = run("check", "--no-cache", "--preview", "--diff", "train.py", cwd=tmp_path)
     assert (result.returncode, result.stdout) == (0, "")  # the only fix is unsafe
     assert result.stderr == "Would fix 0 findings in 0 files (1 more with --unsafe-fixes).\n"
-    result = run("check", "--no-cache", "--diff", "--unsafe-fixes", "train.py", cwd=tmp_path)
+    result = run("check", "--no-cache", "--preview", "--diff", "--unsafe-fixes", "train.py", cwd=tmp_path)
     assert result.returncode == 1
     assert result.stdout.startswith("--- a/train.py\n+++ b/train.py\n@@ ")
     assert "+    if dist.get_rank() == 0:\n" in result.stdout
@@ -631,11 +631,12 @@ def test_notebooks_are_reported_but_not_fixed(tmp_path: Path) -> None:
 def test_the_held_back_count_leaves_out_notebooks_whose_fixes_are_never_made(tmp_path: Path) -> None:
     from test_notebooks import notebook
 
+    # PFL201 (unsafe fix): a preview rule since 2026-11-25, hence --preview.
     (tmp_path / "train.py").write_bytes(fixture("PFL201").read_bytes())
     (tmp_path / "train.ipynb").write_bytes(notebook("import torch\nimport torch.distributed as dist\ndist.init_process_group('gloo')\n", "torch.save({}, 'a.pt')\n"))
-    assert run("check", "--no-cache", "train.ipynb", cwd=tmp_path).stdout.startswith("train.ipynb:cell 2:1:1: PFL201 `torch.save`")
-    result = run("check", "--no-cache", "--diff", ".", cwd=tmp_path)
+    assert run("check", "--no-cache", "--preview", "train.ipynb", cwd=tmp_path).stdout.startswith("train.ipynb:cell 2:1:1: PFL201 `torch.save`")
+    result = run("check", "--no-cache", "--preview", "--diff", ".", cwd=tmp_path)
     assert (result.returncode, result.stdout) == (0, "")
     assert result.stderr == "Would fix 0 findings in 0 files (1 more with --unsafe-fixes).\n"
-    result = run("check", "--no-cache", "--diff", "train.ipynb", cwd=tmp_path)
+    result = run("check", "--no-cache", "--preview", "--diff", "train.ipynb", cwd=tmp_path)
     assert (result.returncode, result.stdout, result.stderr) == (0, "", "Would fix 0 findings in 0 files.\n")

@@ -66,8 +66,10 @@ def project(tmp_path: Path) -> Path:
 
 
 def test_flake8_reads_the_configuration(project: Path) -> None:
+    # preview = true: the per-file-ignores example is PFL201, a preview rule since 2026-11-25, and the configuration
+    # is the one way to run preview rules under flake8.
     (project / "pyproject.toml").write_text(
-        '[tool.pitfall-lint]\nextend-select = ["PFL202"]\nignore = ["PFL301"]\n'
+        '[tool.pitfall-lint]\npreview = true\nextend-select = ["PFL202"]\nignore = ["PFL301"]\n'
         '[tool.pitfall-lint.per-file-ignores]\n"legacy/*" = ["PFL201"]\n'
     )
     (project / "sub").mkdir()  # found from a subfolder too, as `check` finds it
@@ -77,7 +79,8 @@ def test_flake8_reads_the_configuration(project: Path) -> None:
 
 
 def test_flake8_select_turns_on_a_rule_that_is_off_by_default(project: Path) -> None:
-    assert flake8(".", cwd=project) == [("./legacy/save.py", 24, 5, "PFL201"), ("./save.py", 24, 5, "PFL201"), ("./spawn.py", 16, 1, "PFL301")]
+    # By default: PFL301, on; not PFL202, off; not PFL201, a preview rule since 2026-11-25.
+    assert flake8(".", cwd=project) == [("./spawn.py", 16, 1, "PFL301")]
     assert flake8("--select", "PFL202", ".", cwd=project) == [("./load.py", 21, 27, "PFL202")]
     assert flake8("--select", "E9", ".", cwd=project) == []  # none of ours selected: none run
 

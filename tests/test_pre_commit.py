@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-FIXTURE_DIR = REPO_ROOT / "fixtures" / "PFL201-unguarded-torch-save"
+# A rule on by default (PFL301: mp.spawn at module level): the hook runs with the user's defaults, no --preview.
+FIXTURE_DIR = REPO_ROOT / "fixtures" / "PFL301-missing-main-guard"
 HOOK_ID = "pitfall-lint"
 TIMEOUT_S = 300
 
@@ -165,16 +166,19 @@ def _run_on_staged(workdir: Path, env: dict[str, str], config: Path | None = Non
     )
 
 
-BAD_SAVE = (FIXTURE_DIR / "bad.py").read_bytes()
+BAD_SPAWN = (FIXTURE_DIR / "bad.py").read_bytes()
+# PFL201's pitfall: a preview rule since 2026-11-25, so the hook, as a user installs it, does not report it.
+BAD_SAVE = (REPO_ROOT / "fixtures" / "PFL201-unguarded-torch-save" / "bad.py").read_bytes()
 NOTEBOOKS = REPO_ROOT / "fixtures" / "PFL308-spawn-from-notebook"
 EXCLUDE_THIRD_PARTY = b'[tool.pitfall-lint]\nexclude = ["third_party"]\n'
 # What is staged, and the diagnostic the hook must print (None: the hook must pass, having been given files).
 STAGED = {
-    "bad-python": ({"train.py": BAD_SAVE}, "train.py:24:5: PFL201 "),
+    "bad-python": ({"train.py": BAD_SPAWN}, "train.py:16:1: PFL301 "),
+    "preview-rule-python": ({"train.py": BAD_SAVE}, None),
     "fixed-python": ({"train.py": (FIXTURE_DIR / "fixed.py").read_bytes()}, None),
     "bad-notebook": ({"nb.ipynb": (NOTEBOOKS / "bad.ipynb").read_bytes()}, "nb.ipynb:cell 4:1:1: PFL308 "),
     "fixed-notebook": ({"nb.ipynb": (NOTEBOOKS / "fixed.ipynb").read_bytes()}, None),
-    "excluded-folder": ({"pyproject.toml": EXCLUDE_THIRD_PARTY, "third_party/train.py": BAD_SAVE, "a/third_party/b/train.py": BAD_SAVE}, None),
+    "excluded-folder": ({"pyproject.toml": EXCLUDE_THIRD_PARTY, "third_party/train.py": BAD_SPAWN, "a/third_party/b/train.py": BAD_SPAWN}, None),
 }
 
 
@@ -217,12 +221,12 @@ def test_hook_repository_on_staged_files(case: str, hook_setup: HookSetup, tmp_p
     _assert_outcome(_run_on_staged(tmp_path, hook_setup.env, hook_setup.config), expected)
 
 
-def test_hook_reports_unguarded_torch_save(
+def test_hook_reports_missing_main_guard(
     hook_setup: HookSetup, tmp_path: Path
 ) -> None:
     proc = _run_hook(hook_setup, tmp_path, FIXTURE_DIR / "bad.py")
     assert proc.returncode != 0, _describe(proc)
-    assert "PFL201" in proc.stdout + proc.stderr, _describe(proc)
+    assert "PFL301" in proc.stdout + proc.stderr, _describe(proc)
 
 
 def test_hook_passes_fixed_file(hook_setup: HookSetup, tmp_path: Path) -> None:
@@ -233,7 +237,7 @@ def test_hook_passes_fixed_file(hook_setup: HookSetup, tmp_path: Path) -> None:
     assert status.search(proc.stdout), _describe(proc)
 
 
-LAUNCHER = b"#!/usr/bin/env python\n" + BAD_SAVE
+LAUNCHER = b"#!/usr/bin/env python\n" + BAD_SPAWN
 CLEAN_MODULES = {f"pkg/module_{index}.py": f"VALUE = {index}\n".encode() for index in range(8)}
 SUMMARY = re.compile(r"^(Found \d+ diagnostics? in \d+ of |All checks passed! \()(?P<files>\d+) files? checked")
 
@@ -259,4 +263,4 @@ def test_one_report_over_every_staged_file(config: str, hook_setup: HookSetup, t
     summaries = [match for line in proc.stdout.splitlines() if (match := SUMMARY.match(line))]
     assert [int(match["files"]) for match in summaries] == [10], _describe(proc)
     findings = [line.split(" ", 2)[:2] for line in proc.stdout.splitlines() if ": PFL" in line]
-    assert findings == [["launch:25:5:", "PFL201"], ["nb.ipynb:cell", "4:1:1:"]], _describe(proc)
+    assert findings == [["launch:17:1:", "PFL301"], ["nb.ipynb:cell", "4:1:1:"]], _describe(proc)

@@ -18,7 +18,8 @@ from pitfall_lint.flake8_plugin import Flake8Plugin
 from pitfall_lint.rules import all_rules
 from pitfall_lint.rules.base import Rule
 
-SAVE = "import torch\nimport torch.distributed as dist\ndist.init_process_group('gloo')\ntorch.save({}, 'c.pt')\n"
+# A pitfall of a rule on by default and not in preview (PFL301), beside the synthetic preview rules' print().
+SPAWN = "import torch.multiprocessing as mp\ndef w(i):\n    pass\nmp.spawn(w, nprocs=2)\n"
 
 
 @pytest.fixture
@@ -44,7 +45,7 @@ def preview_rules(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, preview_rules: None) -> Path:
-    (tmp_path / "save.py").write_text(SAVE)
+    (tmp_path / "run.py").write_text(SPAWN)
     (tmp_path / "shout.py").write_text("print('hello')\n")
     monkeypatch.chdir(tmp_path)
     return tmp_path
@@ -61,25 +62,28 @@ def found(*args: str) -> list[str]:
 
 
 def test_outside_preview_mode_no_selector_runs_a_preview_rule(project: Path) -> None:
-    assert found() == ["PFL201"]
-    assert found("--select", "ALL") == ["PFL201"]
+    assert found() == ["PFL301"]
+    assert found("--select", "ALL") == ["PFL301"]
     assert found("--select", "PFL9") == []
-    assert found("--extend-select", "PFL") == ["PFL201"]
+    assert found("--extend-select", "PFL") == ["PFL301"]
 
 
 def test_in_preview_mode_a_preview_rule_runs_as_its_default_says(project: Path) -> None:
-    assert found("--preview") == ["PFL201", "PFL901"]
-    assert found("--preview", "--select", "ALL") == ["PFL201", "PFL901", "PFL902"]
-    assert found("--preview", "--extend-select", "PFL902") == ["PFL201", "PFL901", "PFL902"]
+    assert found("--preview") == ["PFL301", "PFL901"]
+    assert found("--preview", "--select", "ALL") == ["PFL301", "PFL901", "PFL902"]
+    assert found("--preview", "--extend-select", "PFL902") == ["PFL301", "PFL901", "PFL902"]
     assert found("--preview", "--select", "PFL902") == ["PFL902"]
-    assert found("--preview", "--ignore", "PFL9") == ["PFL201"]
+    assert found("--preview", "--ignore", "PFL9") == ["PFL301"]
 
 
 def test_a_preview_rule_named_without_preview_is_a_warning_and_does_not_run(project: Path) -> None:
-    result = run("check", "--no-cache", "--select", "PFL901,PFL201", "save.py", "shout.py")
+    result = run("check", "--no-cache", "--select", "PFL901,PFL301", "run.py", "shout.py")
     assert result.exit_code == 1
     assert result.stderr == "warning: PFL901 is a preview rule; add --preview to run it\n"
-    assert [line.split()[1] for line in result.stdout.splitlines() if ": PFL" in line] == ["PFL201"]
+    assert [line.split()[1] for line in result.stdout.splitlines() if ": PFL" in line] == ["PFL301"]
+    # A real preview rule likewise.
+    result = run("check", "--no-cache", "--select", "PFL201", "run.py")
+    assert (result.exit_code, result.stderr) == (0, "warning: PFL201 is a preview rule; add --preview to run it\n")
     result = run("check", "--no-cache", "--extend-select", "pfl902", "shout.py")
     assert (result.exit_code, result.stderr) == (0, "warning: PFL902 is a preview rule; add --preview to run it\n")
     # A prefix, an ignored code or preview mode: nothing to warn of.
@@ -95,11 +99,11 @@ def test_verify_takes_the_same_preview_options(project: Path) -> None:
 
 def test_configured_preview_and_no_preview_on_the_command_line(project: Path) -> None:
     (project / "pyproject.toml").write_text("[tool.pitfall-lint]\npreview = true\n")
-    assert found() == ["PFL201", "PFL901"]
-    assert found("--no-preview") == ["PFL201"]
+    assert found() == ["PFL301", "PFL901"]
+    assert found("--no-preview") == ["PFL301"]
     (project / "pyproject.toml").write_text("[tool.pitfall-lint]\npreview = false\n")
-    assert found() == ["PFL201"]
-    assert found("--preview") == ["PFL201", "PFL901"]
+    assert found() == ["PFL301"]
+    assert found("--preview") == ["PFL301", "PFL901"]
 
 
 def test_a_preview_setting_that_is_not_a_boolean_is_one_error_line(project: Path) -> None:
@@ -133,17 +137,20 @@ def figures(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         }
 
     path = tmp_path / "first_run.json"
-    path.write_text(json.dumps({"PFL201": row(12, 11, 0, 1), "PFL901": row(0, 0, 2, 0), "all": row(12, 11, 2, 1)}))
+    path.write_text(json.dumps({"PFL301": row(12, 11, 0, 1), "PFL901": row(0, 0, 2, 0), "all": row(12, 11, 2, 1)}))
     monkeypatch.setattr(maturity, "FIRST_RUN", path)
 
 
 def test_rules_shows_each_rules_state_and_first_run_figures(preview_rules: None, figures: None) -> None:
     lines = {line.split()[0]: line for line in run("rules").stdout.splitlines()}
     assert lines["code"] == "code    name                             default severity verify fix    state   first run  summary"
-    assert lines["PFL201"] == (
-        "PFL201  unguarded-torch-save             on      error    yes    unsafe on      11/12 92 % "
-        "torch.save in distributed code that every rank runs: the ranks overwrite one file."
+    assert lines["PFL301"] == (
+        "PFL301  missing-main-guard               on      error    yes    safe   on      11/12 92 % "
+        'Processes started at import time, outside `if __name__ == "__main__":`.'
     )
+    # The real rules made preview rules on 2026-11-25 (no figures of theirs in this synthetic log).
+    assert lines["PFL201"].split()[2:8] == ["on", "error", "yes", "unsafe", "preview", "-"]
+    assert lines["PFL306"].split()[2:8] == ["on", "warning", "yes", "-", "preview", "-"]
     assert lines["PFL202"].split()[2:8] == ["off", "warning", "yes", "unsafe", "off", "-"]
     assert lines["PFL901"] == "PFL901  print-call                       on      warning  no     -      preview -          A print() call."
     assert lines["PFL902"].split()[2:8] == ["off", "info", "no", "-", "preview", "-"]
@@ -151,8 +158,9 @@ def test_rules_shows_each_rules_state_and_first_run_figures(preview_rules: None,
 
 def test_rules_json_has_preview_and_first_run(preview_rules: None, figures: None) -> None:
     rows = {row["code"]: row for row in json.loads(run("rules", "--format", "json").stdout)}
-    assert rows["PFL201"]["preview"] is False
-    assert rows["PFL201"]["first_run"] == {
+    assert rows["PFL301"]["preview"] is False
+    assert (rows["PFL201"]["preview"], rows["PFL306"]["preview"]) == (True, True)
+    assert rows["PFL301"]["first_run"] == {
         "repositories": 6, "judged": 12, "true": 11, "false": 1, "debatable": 0, "misses": 1, "precision": 0.9167, "recall": 0.9167,
     }
     assert rows["PFL901"] == {

@@ -289,6 +289,8 @@ def test_a_file_changed_by_another_tool_changes_the_findings_of_the_open_ones(cl
 
 
 def test_a_safe_fix_an_unsafe_one_and_a_noqa_are_offered(client: Client, project: Path) -> None:
+    # PFL201, the unsafe fix's rule, is a preview rule since 2026-11-25: the project's configuration turns preview on.
+    write(project / "pyproject.toml", (project / "pyproject.toml").read_text() + "\n[tool.pitfall-lint]\npreview = true\n")
     client.initialize(project)
     loader = client.open(write(project / "loader.py", LOADER))
     finding = {"code": "PFL402", "range": SAMPLER_RANGE}

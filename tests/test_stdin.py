@@ -15,6 +15,7 @@ from pitfall_lint.project.store import FOLDER
 
 from marks import REPO
 
+# PFL201's pitfall: a preview rule since 2026-11-25, so the checks of it below run with --preview.
 SAVE = "import torch\nimport torch.distributed as dist\ndist.init_process_group('gloo')\ntorch.save({}, 'c.pt')\n"
 # train.py's findings rest on models/net.py: it wraps in DataParallel what models/net.py compiles.
 PROJECT = REPO / "fixtures" / "projects" / "model-used-through-its-wrapper" / "bad"
@@ -87,7 +88,7 @@ def test_the_project_sees_stdin_in_place_of_the_file_on_disk(tmp_path: Path, mon
 
 
 def test_stdin_without_a_filename_is_checked_as_stdin_py(project: Path) -> None:
-    result = check("-", stdin=SAVE)
+    result = check("--preview", "-", stdin=SAVE)
     assert (result.exit_code, result.stderr) == (1, "")
     assert result.stdout.startswith("stdin.py:4:1: PFL201 ")
 
@@ -106,7 +107,7 @@ def test_the_configuration_is_the_stdin_filename_s(tmp_path: Path, monkeypatch: 
 
 def test_exclusions_apply_to_stdin_under_force_exclude(project: Path) -> None:
     (project / "pyproject.toml").write_text('[tool.pitfall-lint]\nexclude = ["generated"]\n')
-    args = ["--no-cache", "--stdin-filename", "generated/save.py"]
+    args = ["--no-cache", "--preview", "--stdin-filename", "generated/save.py"]
     assert check(*args, stdin=SAVE).stdout.startswith("generated/save.py:4:1: PFL201 ")
     result = check(*args, "--force-exclude", stdin=SAVE)
     assert (result.exit_code, result.stdout, result.stderr) == (0, "All checks passed! (0 files checked)\n", "")
