@@ -35,12 +35,21 @@ def fixture(code: str, name: str, kind: str) -> Path:
     return REPO / "fixtures" / f"{code}-{name}" / f"{kind}.py"
 
 
-def selecting(code: str) -> tuple[str, ...]:
-    """verify runs the rules check would: one that is off by default must be asked for."""
+def previewing(code: str) -> tuple[str, ...]:
+    """A preview rule (new, or below the first-run bar) runs only in preview mode, whatever selects it."""
     from pitfall_lint.rules import all_rules
 
     (rule,) = [r for r in all_rules() if r.info.code == code]
-    return () if rule.info.enabled_by_default else ("--extend-select", code)
+    return ("--preview",) if rule.info.preview else ()
+
+
+def selecting(code: str) -> tuple[str, ...]:
+    """verify runs the rules check would: one that is off by default must be asked for, a preview rule needs
+    --preview."""
+    from pitfall_lint.rules import all_rules
+
+    (rule,) = [r for r in all_rules() if r.info.code == code]
+    return previewing(code) + (() if rule.info.enabled_by_default else ("--extend-select", code))
 
 
 BAD = [
@@ -236,7 +245,7 @@ def test_data_that_does_not_trigger_the_gather_failure_is_not_reproduced() -> No
 
 
 def test_nccl_script_gets_gloo_and_says_so(tmp_path: Path) -> None:
-    returncode, report, _ = verify(CASES / "ddp_nccl_epochs.py", cwd=tmp_path)
+    returncode, report, _ = verify(CASES / "ddp_nccl_epochs.py", "--preview", cwd=tmp_path)  # PFL201 is a preview rule
     assert returncode == 1
     assert verdicts(report) == {("PFL201", 26, "confirmed")}
     assert "the script asked for nccl; it got gloo (no GPUs for it)" in report["notes"]
@@ -246,14 +255,14 @@ def test_nccl_script_gets_gloo_and_says_so(tmp_path: Path) -> None:
 def test_checkpoints_never_land_in_the_users_tree(tmp_path: Path) -> None:
     shutil.copy(fixture("PFL201", "unguarded-torch-save", "bad"), tmp_path / "train.py")
     before = sorted(p.name for p in tmp_path.rglob("*"))
-    returncode, report, _ = verify(tmp_path / "train.py", cwd=tmp_path)
+    returncode, report, _ = verify(tmp_path / "train.py", "--preview", cwd=tmp_path)  # PFL201 is a preview rule
     assert returncode == 1
     assert str(tmp_path / "checkpoint.pt") in report["findings"][0]["evidence"]["mechanism"]
     assert sorted(p.name for p in tmp_path.rglob("*")) == before
 
 
 def test_script_that_fails_on_import() -> None:
-    returncode, report, stderr = verify(CASES / "fails_on_import.py")
+    returncode, report, stderr = verify(CASES / "fails_on_import.py", "--preview")  # PFL201 is a preview rule
     assert returncode == 2
     assert verdicts(report) == {("PFL201", 10, "not-run")}
     assert report["unexplained"][0]["type"] == "ModuleNotFoundError"
@@ -325,7 +334,7 @@ def test_confirmed_verdicts_come_first_so_that_the_failure_confirmed_above_is_ab
 
 def test_file_with_no_entry_point_and_no_module(tmp_path: Path) -> None:
     (tmp_path / "helpers.py").write_text("import torch\n\n\ndef save(obj, path):\n    torch.save(obj, path)\n")
-    returncode, report, stderr = verify(tmp_path / "helpers.py")
+    returncode, report, stderr = verify(tmp_path / "helpers.py", "--preview")  # the torch.save's rule, PFL201, is preview
     assert (returncode, report["findings"]) == (2, [])
     assert stderr.strip().splitlines()[-1] == (
         f"error: {tmp_path / 'helpers.py'}: no entry point ran this module: add `pitfall_lint_example()` returning "
@@ -370,7 +379,8 @@ def test_verify_no_longer_confirms_what_fix_rewrote(tmp_path: Path, code: str) -
     copy = tmp_path / folder.name
     shutil.copytree(folder, copy)
     fixing = subprocess.run(
-        [sys.executable, "-m", "pitfall_lint", "check", "--no-cache", "--fix", "--unsafe-fixes", "--select", code, "bad.py"],
+        [sys.executable, "-m", "pitfall_lint", "check", "--no-cache", "--fix", "--unsafe-fixes", *previewing(code),
+         "--select", code, "bad.py"],
         cwd=copy, capture_output=True, text=True, timeout=120,
     )
     assert (fixing.returncode, fixing.stderr) == (0, "Fixed 1 finding in 1 file.\n")

@@ -57,7 +57,7 @@ def test_emulation_runs_on_cuda_tensors_with_more_replicas_than_gpus(tmp_path: P
 def test_ddp_on_two_gpus_with_nccl(tmp_path: Path) -> None:
     source = fixture("PFL201", "unguarded-torch-save", "bad").read_text()
     (tmp_path / "bad.py").write_text(source.replace('init_process_group("gloo")', 'init_process_group("nccl")'))
-    returncode, report, _ = verify(tmp_path / "bad.py", "--device", "cuda", cwd=tmp_path)
+    returncode, report, _ = verify(tmp_path / "bad.py", "--device", "cuda", "--preview", cwd=tmp_path)  # PFL201: preview
     assert returncode == 1
     _on_real_devices(report)
     assert not any("it got gloo" in note for note in report["notes"])
@@ -80,8 +80,8 @@ def test_two_nodes_on_one_gpu_show_the_real_invalid_ordinal() -> None:
 @needs_two_gpus
 def test_realistic_ddp_template_on_real_devices(tmp_path: Path) -> None:
     folder = project(tmp_path, "ddp_template")
-    returncode, report, stderr = run_verify(folder / "train.py", "--device", "cuda", "--", "--data", "data",
-                                            "--epochs", "2", cwd=folder)
+    returncode, report, stderr = run_verify(folder / "train.py", "--device", "cuda", "--preview", "--", "--data", "data",
+                                            "--epochs", "2", cwd=folder)  # PFL201 is a preview rule
     assert returncode == 1, stderr
     _on_real_devices(report)
     assert verdicts(report) == {("PFL201", 70, "confirmed")}

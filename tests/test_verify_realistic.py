@@ -62,7 +62,9 @@ def run_verify(path: Path, *args: str, cwd: Path, env: dict[str, str] | None = N
 def test_ddp_template_confirms_the_unguarded_save_on_virtual_devices(tmp_path: Path) -> None:
     folder = project(tmp_path, "ddp_template")
     before = snapshot(folder)
-    returncode, report, stderr = run_verify(folder / "train.py", "--", "--data", "data", "--epochs", "2", cwd=folder)
+    # PFL201 is a preview rule: --preview runs it.
+    returncode, report, stderr = run_verify(folder / "train.py", "--preview", "--", "--data", "data", "--epochs", "2",
+                                            cwd=folder)
     assert returncode == 1, stderr
     assert report["run"] == "distributed"
     assert verdicts(report) == {("PFL201", 70, "confirmed")}
@@ -83,14 +85,15 @@ def test_ddp_template_confirms_the_unguarded_save_on_virtual_devices(tmp_path: P
 
 def test_ddp_template_fixed_twin_runs_clean(tmp_path: Path) -> None:
     folder = project(tmp_path, "ddp_template")
-    returncode, report, stderr = run_verify(folder / "train_fixed.py", "--", "--data", "data", "--epochs", "2", cwd=folder)
+    returncode, report, stderr = run_verify(folder / "train_fixed.py", "--preview", "--", "--data", "data", "--epochs", "2",
+                                            cwd=folder)
     assert (returncode, report["findings"], report["unexplained"]) == (0, [], []), stderr
     assert report["stop"] is None
 
 
 def test_a_missing_required_argument_is_not_a_pass(tmp_path: Path) -> None:
     folder = project(tmp_path, "ddp_template")
-    returncode, report, stderr = run_verify(folder / "train.py", cwd=folder)
+    returncode, report, stderr = run_verify(folder / "train.py", "--preview", cwd=folder)  # PFL201 is a preview rule
     assert returncode == 2
     assert verdicts(report) == {("PFL201", 70, "not-run")}
     expected = (
@@ -145,7 +148,7 @@ def test_a_model_file_is_built_from_the_call_in_the_training_script(tmp_path: Pa
 def test_two_ranks_saving_through_a_helper_confirm_the_finding_in_the_helper(tmp_path: Path) -> None:
     """The project model sees the helper of utils.py called on every rank: a static finding there, confirmed."""
     folder = project(tmp_path, "ddp_helper")
-    returncode, report, stderr = run_verify(folder / "train.py", cwd=folder)
+    returncode, report, stderr = run_verify(folder / "train.py", "--preview", cwd=folder)  # PFL201 is a preview rule
     assert returncode == 1, stderr
     (finding,) = report["findings"]
     assert (finding["code"], finding["path"], finding["line"], finding["status"]) == ("PFL201", "utils.py", 7, "confirmed")
@@ -156,7 +159,7 @@ def test_two_ranks_saving_through_a_helper_confirm_the_finding_in_the_helper(tmp
 def test_two_ranks_saving_through_a_table_of_hooks_is_a_finding_found_at_run_time(tmp_path: Path) -> None:
     """Called back through a table, the helper is out of the project model's sight: only the run sees the writers."""
     folder = project(tmp_path, "ddp_hooks")
-    returncode, report, stderr = run_verify(folder / "train.py", cwd=folder)
+    returncode, report, stderr = run_verify(folder / "train.py", "--preview", cwd=folder)  # PFL201 is a preview rule
     assert returncode == 1, stderr
     (finding,) = report["findings"]
     assert (finding["code"], finding["path"], finding["line"], finding["status"]) == (
@@ -167,7 +170,8 @@ def test_two_ranks_saving_through_a_table_of_hooks_is_a_finding_found_at_run_tim
 
 def test_a_hub_text_dataset_that_is_not_cached_gets_a_stand_in(tmp_path: Path) -> None:
     folder = project(tmp_path, "hub_text")
-    returncode, report, stderr = run_verify(folder / "train.py", cwd=folder, env={"HF_HOME": str(tmp_path / "hf")})
+    returncode, report, stderr = run_verify(folder / "train.py", "--preview", cwd=folder,  # PFL201 is a preview rule
+                                            env={"HF_HOME": str(tmp_path / "hf")})
     assert returncode == 1, stderr
     assert verdicts(report) == {("PFL201", 41, "confirmed")}
     assert report["notes"][-2:] == [
