@@ -108,7 +108,7 @@ def _only_run(log: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_fixtures_give_a_valid_sarif_log(sarif_validator: Validator) -> None:
-    proc, log = _check_sarif(FIXTURES)
+    proc, log = _check_sarif(FIXTURES, args=("--preview",))  # every rule's fixtures, preview ones too
     assert proc.returncode == 1, f"exit code {proc.returncode}; stderr:\n{proc.stderr}"
     _assert_valid(sarif_validator, log)
     assert log["version"] == "2.1.0"
@@ -143,7 +143,7 @@ def test_clean_file_gives_an_empty_results_list(
 
 def test_each_rule_carries_its_document(sarif_validator: Validator) -> None:
     """Code scanning shows why and how to fix beside each alert: the rule document is the rule's help."""
-    _, log = _check_sarif(FIXTURES)
+    _, log = _check_sarif(FIXTURES, args=("--preview",))
     _assert_valid(sarif_validator, log)
     rules = _only_run(log)["tool"]["driver"]["rules"]
     for rule in rules:
