@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from pitfall_lint.engine import Engine
@@ -42,3 +45,14 @@ def reported(source: str | bytes, path: str = "example.py") -> set[tuple[str, in
 def assert_marks(source: str) -> None:
     """The engine reports exactly the marked (code, line) pairs, and the source has marks or none by intent."""
     assert reported(source) == expected(source)
+
+
+@contextmanager
+def inside(folder: Path) -> Iterator[None]:
+    """Run the block with `folder` as the working folder, as a user checking from there would."""
+    previous = Path.cwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(previous)

@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import shutil
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from marks import REPO, expected
+from marks import REPO, expected, inside
 from pitfall_lint import lowering, parsing
 from pitfall_lint.cli import main
 from pitfall_lint.config import TargetVersion, requires_python_floor
@@ -34,15 +31,6 @@ def findings(path: str, data: bytes) -> list[tuple[object, ...]]:
     assert result.internal_error is None, result.internal_error
     return [(d.code, d.cell, d.line, d.column, d.end_line, d.end_column, d.message) for d in result.diagnostics]
 
-
-@contextmanager
-def inside(folder: Path) -> Iterator[None]:
-    previous = Path.cwd()
-    os.chdir(folder)
-    try:
-        yield
-    finally:
-        os.chdir(previous)
 
 
 def check(folder: Path, *arguments: str, cache: bool = False) -> tuple[int, list[tuple[str, str, int, int, str]]]:

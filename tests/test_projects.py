@@ -4,29 +4,17 @@ and a file checked alone (what pre-commit runs) gets what the whole-project run 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from marks import REPO, expected
+from marks import REPO, expected, inside
 from pitfall_lint.cli import main
 
 PROJECTS = sorted(p.parent for p in (REPO / "fixtures" / "projects").glob("*/*/pyproject.toml"))
 
-
-@contextmanager
-def inside(folder: Path) -> Iterator[None]:
-    previous = Path.cwd()
-    os.chdir(folder)
-    try:
-        yield
-    finally:
-        os.chdir(previous)
 
 
 def check(*arguments: str, cwd: Path = REPO) -> dict:

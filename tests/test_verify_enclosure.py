@@ -36,14 +36,20 @@ torch.save({"w": torch.ones(2)}, "model.pt")
 '''
 
 
-@pytest.mark.parametrize("namespaces", ["permitted", "not permitted"])
-def test_writes_never_reach_the_tree_and_are_listed(tmp_path: Path, namespaces: str) -> None:
+def _project_that_writes(tmp_path: Path) -> Path:
+    """A project whose script overwrites one file, deletes another and creates a folder of its own."""
     folder = tmp_path / "proj"
     folder.mkdir()
     (folder / "pyproject.toml").write_text("[project]\nname = 'w'\n")
     (folder / "writes.py").write_text(WRITES)
     (folder / "notes.txt").write_text("original")
     (folder / "old.txt").write_text("keep me")
+    return folder
+
+
+@pytest.mark.parametrize("namespaces", ["permitted", "not permitted"])
+def test_writes_never_reach_the_tree_and_are_listed(tmp_path: Path, namespaces: str) -> None:
+    folder = _project_that_writes(tmp_path)
     before = snapshot(folder)
     env = {"PITFALL_LINT_NO_NAMESPACES": "1"} if namespaces == "not permitted" else {}
     returncode, report, stderr = run_verify(folder / "writes.py", cwd=folder, env=env)
@@ -60,12 +66,7 @@ def test_writes_never_reach_the_tree_and_are_listed(tmp_path: Path, namespaces: 
 
 
 def test_a_project_in_the_home_folder_is_copied_and_the_home_folder_replaced(tmp_path: Path) -> None:
-    folder = tmp_path / "proj"
-    folder.mkdir()
-    (folder / "pyproject.toml").write_text("[project]\nname = 'w'\n")
-    (folder / "writes.py").write_text(WRITES)
-    (folder / "notes.txt").write_text("original")
-    (folder / "old.txt").write_text("keep me")
+    folder = _project_that_writes(tmp_path)
     before = snapshot(folder)
     env = {"HOME": str(tmp_path), "PITFALL_LINT_NO_NAMESPACES": "1"}
     returncode, report, stderr = run_verify(folder / "writes.py", cwd=folder, env=env)
