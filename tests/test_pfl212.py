@@ -233,6 +233,54 @@ CASES = {
             def freeze(self):
                 self.model.freeze_trunk()
     """,
+    "a-branch-whose-assert-rules-out-the-wrap": """
+        def evaluate(args, is_distributed, rank):
+            model = Net()
+            if is_distributed:
+                model = DDP(model.cuda(rank), device_ids=[rank])
+            if args.export:
+                assert not args.fuse and not is_distributed, "export runs on one process"
+                model.freeze_trunk()
+                print(model.scale)
+    """,
+    "an-assert-of-the-plain-test": """
+        def evaluate(single, rank):
+            model = Net()
+            if not single:
+                model = DDP(model.cuda(rank), device_ids=[rank])
+            assert single
+            model.freeze_trunk()
+    """,
+    "an-early-exit-rules-out-the-wrap": """
+        def export(world_size):
+            model = Net()
+            if world_size > 1:
+                model = nn.DataParallel(model.cuda())
+            if world_size > 1:
+                raise SystemExit("export on one device")
+            model.freeze_trunk()
+    """,
+    "an-assert-on-another-test-leaves-the-wrap": """
+        def evaluate(args, is_distributed, rank):
+            model = Net()
+            if is_distributed:
+                model = DDP(model.cuda(rank), device_ids=[rank])
+            if args.export:
+                assert not args.fuse
+                model.freeze_trunk()  # expect: PFL212
+            if args.export:
+                raise SystemExit("no export")
+            model.freeze_trunk()  # expect: PFL212
+    """,
+    "an-exit-that-does-not-end-the-branch-leaves-the-wrap": """
+        def evaluate(is_distributed, rank):
+            model = Net()
+            if is_distributed:
+                model = DDP(model.cuda(rank), device_ids=[rank])
+            if is_distributed:
+                print("distributed")
+            model.freeze_trunk()  # expect: PFL212
+    """,
     "an-instance-attribute-of-another-object": """
         class Trainer:
             def __init__(self, other):

@@ -455,11 +455,55 @@ def _in_block(parent: ast.AST, index: int, block: list[ast.stmt], child: ast.AST
     return id(child) in _indexed(parent, ("block-members", index), lambda: {id(s) for s in block})
 
 
+def _branch(test: ast.expr, taken: bool) -> Branch:
+    """`if not x:` taken is `if x:` not taken: one branch, however the test is written."""
+    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, taken = test.operand, not taken
+    return ast.dump(test), taken
+
+
 def _branches(chain: Sequence[ast.AST]) -> set[Branch]:
     found = set()
     for parent, child in zip(chain, chain[1:]):
         if isinstance(parent, ast.If) and child is not parent.test:
-            found.add((ast.dump(parent.test), position_in_block(parent, "body", child) is not None))
+            found.add(_branch(parent.test, position_in_block(parent, "body", child) is not None))
+    return found
+
+
+_EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
+
+
+def _settled_tests(statement: ast.stmt) -> list[Branch]:
+    """The `if` tests whose outcome a statement settles for the statements after it: `assert not distributed` (the
+    code after it runs where `if distributed:` did not), `assert a and b`, and `if distributed: raise ...` (or
+    return, continue, break) with no else."""
+    if isinstance(statement, ast.Assert):
+        conjuncts = statement.test.values if isinstance(statement.test, ast.BoolOp) and isinstance(statement.test.op, ast.And) else [statement.test]
+        return [_branch(c, True) for c in conjuncts]
+    if isinstance(statement, ast.If) and not statement.orelse and isinstance(statement.body[-1], _EXITS):
+        return [_branch(statement.test, False)]
+    return []
+
+
+def _settled_before(chain: Sequence[ast.AST]) -> set[Branch]:
+    """The tests settled by an assert or an early exit before the last node of the chain, in the blocks around it."""
+    found: set[Branch] = set()
+    for parent, child in zip(chain, chain[1:]):
+        if not isinstance(child, ast.stmt):
+            continue
+        for field_name in ("body", "orelse", "finalbody"):
+            place = position_in_block(parent, field_name, child)
+            if place is None:
+                continue
+            settling = _indexed(
+                parent,
+                ("settling", field_name),
+                lambda: [(i, s) for i, s in enumerate(getattr(parent, field_name)) if isinstance(s, (ast.Assert, ast.If))],
+            )
+            for index, statement in settling:
+                if index >= place:
+                    break
+                found.update(_settled_tests(statement))
     return found
 
 
@@ -481,7 +525,7 @@ def _scope_bindings(scope: ast.AST) -> dict[str, list[_Binding]]:
                     found.setdefault(name, []).append((statement, value, branches, id(block)))
                 for inner in _blocks(statement):
                     if isinstance(statement, ast.If):
-                        walk(inner, branches | {(ast.dump(statement.test), inner is statement.body)})
+                        walk(inner, branches | {_branch(statement.test, inner is statement.body)})
                     else:
                         walk(inner, branches)
 
@@ -495,8 +539,9 @@ def _scope_bindings(scope: ast.AST) -> dict[str, list[_Binding]]:
 def reaching_values(name: str, scope: ast.AST, use: ast.AST, ancestors: Sequence[ast.AST]) -> list[ast.expr]:
     """The values that `name` may hold at `use` (a node inside `scope`, with its ancestors): the last simple
     assignment that always runs before it, and the conditional ones after that one. An assignment in one branch
-    of an `if` does not reach the other branch, nor the other branch of a later `if` on the same test; loops' back
-    edges are not followed. Empty when nothing in the scope assigns it first (a parameter, a global)."""
+    of an `if` does not reach the other branch, nor the other branch of a later `if` on the same test, nor code after
+    an `assert` or an early exit that rules its branch out; loops' back edges are not followed. Empty when nothing in
+    the scope assigns it first (a parameter, a global)."""
     chain = [*ancestors, use]
     enclosing = {
         id(block)
@@ -504,7 +549,7 @@ def reaching_values(name: str, scope: ast.AST, use: ast.AST, ancestors: Sequence
         for index, block in enumerate(_blocks(parent))
         if _in_block(parent, index, block, child)
     }
-    exclusive = {(test, not body) for test, body in _branches(chain)}
+    exclusive = {(test, not body) for test, body in _branches(chain) | _settled_before(chain)}
     position = (getattr(use, "lineno", 0), getattr(use, "col_offset", 0))
     entries = _scope_bindings(scope).get(name, [])
     # The walk meets the bindings in source order: those before the use end at `cut`; read back from there to the
