@@ -9,8 +9,9 @@ false, or debatable, with one line of evidence), and the real pitfalls a default
 are logged as misses. Each repository is one file, bench/fresh/<name>.json (bench/fresh/README.md has the
 format), and enters the log once: once rules are tuned on it, it joins bench/ecosystem-repos.json instead.
 
-Printed per rule and overall: findings, true, false, debatable, misses, precision = true / (true + false) and
-recall = true / (true + misses); debatable findings count in neither. `--since` keeps the repositories checked
+Printed per rule, over the rules that run by default today ("default": on by default and not in preview, the figure
+a user meets) and over all rules ("all"): findings, true, false, debatable, misses, precision = true / (true + false)
+and recall = true / (true + misses); debatable findings count in neither. `--since` keeps the repositories checked
 on or after a date, `--batch` those of one named batch (an entry's "batch"): the proof batch, checked after the
 last change to a rule and never seen by the changes it measures. `--write`
 records the whole log's figures in pitfall_lint/first_run.json, where `pitfall-lint rules` reads them and the
@@ -89,8 +90,15 @@ def ratio(part: int, whole: int) -> float | None:
     return round(part / whole, 4) if whole else None
 
 
+def default_codes() -> frozenset[str]:
+    """The rules a plain `pitfall-lint check` runs: on by default and not in preview."""
+    from pitfall_lint.selection import rule_infos
+
+    return frozenset(info.code for info in rule_infos() if info.enabled_by_default and not info.preview)
+
+
 def figures(entries: list[dict]) -> dict[str, dict[str, float | int | None]]:
-    """Counts, precision and recall per rule, and over all rules under "all"."""
+    """Counts, precision and recall per rule, over the rules run by default under "default", over all under "all"."""
     counts: dict[str, Counter] = {}
     for entry in entries:
         for finding in entry["findings"]:
@@ -98,6 +106,8 @@ def figures(entries: list[dict]) -> dict[str, dict[str, float | int | None]]:
         for miss in entry["misses"]:
             counts.setdefault(miss["code"], Counter()).update(["misses"])
     rows = {code: counts[code] for code in sorted(counts)}
+    defaults = default_codes()
+    rows["default"] = sum((c for code, c in counts.items() if code in defaults), Counter())
     rows["all"] = sum(counts.values(), Counter())
     return {
         code: {

@@ -30,6 +30,12 @@ def entry(repo: str, checked_on: str, findings: list[dict], misses: list[dict]) 
     }
 
 
+@pytest.fixture(autouse=True)
+def rules_run_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PFL401 on by default, PFL201 and PFL306 in preview: the "default" row counts PFL401 alone."""
+    monkeypatch.setattr(first_run, "default_codes", lambda: frozenset({"PFL401"}))
+
+
 @pytest.fixture
 def log(tmp_path: Path) -> Path:
     older = entry(
@@ -52,6 +58,7 @@ def test_figures_per_rule_and_overall_leave_debatable_out_of_both(log: Path, cap
         "PFL201            3          1          1          1          1       50 %       50 %",
         "PFL306            3          2          1          0          1       67 %       67 %",
         "PFL401            0          0          0          0          1          -        0 %",
+        "default           0          0          0          0          1          -        0 %",
         "all               6          3          2          1          3       60 %       50 %",
     ]
 
@@ -62,6 +69,7 @@ def test_since_keeps_the_repositories_checked_on_or_after_the_date(log: Path, ca
         "repositories": ["someone/newer"],
         "rules": {
             "PFL306": {"findings": 2, "true": 1, "false": 1, "debatable": 0, "misses": 1, "precision": 0.5, "recall": 0.5},
+            "default": {"findings": 0, "true": 0, "false": 0, "debatable": 0, "misses": 0, "precision": None, "recall": None},
             "all": {"findings": 2, "true": 1, "false": 1, "debatable": 0, "misses": 1, "precision": 0.5, "recall": 0.5},
         },
     }
@@ -95,7 +103,7 @@ def test_write_records_the_whole_log_for_the_installed_tool(
     assert written["PFL401"] == {
         "repositories": 2, "judged": 0, "true": 0, "false": 0, "debatable": 0, "misses": 1, "precision": None, "recall": 0.0,
     }
-    assert list(written) == ["PFL201", "PFL306", "PFL401", "all"]
+    assert list(written) == ["PFL201", "PFL306", "PFL401", "default", "all"]
     assert first_run.main(["--log", str(log), "--write", "--since", "2026-11-25"]) == 2
     assert capsys.readouterr().err == "error: --write records the whole log; leave out --since and --batch\n"
 
@@ -111,6 +119,7 @@ def test_batch_keeps_the_repositories_of_that_batch(log: Path, capsys: pytest.Ca
         "1 kinds: research 1",
         "rule       findings       true      false  debatable     misses  precision     recall",
         "PFL201            1          1          0          0          0      100 %      100 %",
+        "default           0          0          0          0          0          -          -",
         "all               1          1          0          0          0      100 %      100 %",
     ]
     assert first_run.main(["--log", str(log), "--batch", "proof-1", "--write"]) == 2
