@@ -189,6 +189,58 @@ CASES = {
                     state = {"state_dict": classifier.state_dict(), "epoch": epoch}
                     torch.save(state, os.path.join(folder, "checkpoint.pth.tar"))
     """,
+    # The optimizer's (scheduler's, scaler's) state restored from the same checkpoint is no bare model's load.
+    "resume-restoring-the-optimizer-too": """
+        def train(net, local_rank):
+            net = DDP(net, device_ids=[local_rank])
+            optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+            if dist.get_rank() == 0:
+                torch.save({"state_dict": net.state_dict(), "optimizer": optimizer.state_dict()}, "./ckpt.pth.tar")
+            dist.barrier()
+            checkpoint = torch.load("./ckpt.pth.tar", map_location=f"cuda:{local_rank}")
+            net.load_state_dict(checkpoint["state_dict"])
+            optimizer.load_state_dict(checkpoint["optimizer"])
+    """,
+    "resume-restoring-a-scheduler-and-a-scaler-by-their-entries": """
+        def train(net, opt, sched, scaler):
+            model = DDP(net)
+            state = torch.load("last.pt", map_location="cpu")
+            model.load_state_dict(state["model"])
+            opt.load_state_dict(state["optim"])
+            sched.load_state_dict(state["lr_scheduler"])
+            scaler.load_state_dict(state["scaler"])
+            if dist.get_rank() == 0:
+                torch.save({"model": model.state_dict(), "optim": opt.state_dict()}, "last.pt")
+    """,
+    "resume-and-an-ema-model-loaded-bare": """
+        def train(net, ema):
+            model = DDP(net)
+            state = torch.load("last.pt", map_location="cpu")
+            model.load_state_dict(state["model"])
+            ema.load_state_dict(state["model"])
+            if dist.get_rank() == 0:
+                torch.save({"model": model.state_dict()}, "last.pt")  # expect: PFL203
+    """,
+    # The save in the branch where the model was not wrapped (a later `if` on the wrap's own test) saves bare keys.
+    "save-in-the-branch-that-did-not-wrap": """
+        def main(args, net):
+            model = net.to("cpu")
+            if args.distributed:
+                model = DDP(model)
+            if args.distributed:
+                if dist.get_rank() == 0:
+                    torch.save(model.state_dict(), "mnist_cnn.pt")  # expect: PFL203
+            else:
+                torch.save(model.state_dict(), "mnist_cnn_single.pt")
+    """,
+    "save-after-a-wrap-in-one-branch": """
+        def main(args, net):
+            model = net.to("cpu")
+            if args.distributed:
+                model = DDP(model)
+            if dist.get_rank() == 0:
+                torch.save(model.state_dict(), "mnist_cnn.pt")  # expect: PFL203
+    """,
     "resume-into-a-wrap-that-only-some-runs-make": """
         net = nn.Linear(2, 2)
         if torch.cuda.is_available():

@@ -116,8 +116,18 @@ def saved_wrapper_states(ctx: FileContext, save: ast.Call, ancestors: Sequence[a
     return [
         receiver.id
         for receiver in _state_dict_receivers(saved)
-        if isinstance(receiver, ast.Name) and holds_wrapper(ctx, receiver.id, ancestors, save.lineno)
+        if isinstance(receiver, ast.Name) and _may_hold_wrapper(ctx, receiver.id, save, ancestors)
     ]
+
+
+def _may_hold_wrapper(ctx: FileContext, name: str, use: ast.AST, ancestors: Sequence[ast.AST]) -> bool:
+    """Whether a value the name may hold at `use` is a wrapper: the save in the `else` of `if args.distributed:`
+    reads the bare model even when the wrap, in the body of an earlier `if args.distributed:`, is the last one
+    written above it."""
+    values = reaching_values(name, enclosing_function(ancestors) or ctx.tree, use, ancestors)
+    if not values:  # assigned outside the scope: its last value there
+        return holds_wrapper(ctx, name, ancestors, use.lineno)
+    return any(wrap_in(ctx, value, ancestors) is not None for value in values)
 
 
 def _file_pattern(ctx: FileContext, path: ast.AST, ancestors: Sequence[ast.AST], depth: int = 0) -> str | None:
@@ -172,6 +182,29 @@ def loaded_checkpoint(ctx: FileContext, state: ast.AST, ancestors: Sequence[ast.
         return None
     paths = [*value.args[:1], *(k.value for k in value.keywords if k.arg == "f" or _NAMES_A_PATH.search(k.arg or ""))]
     return next((key for path in paths if (key := checkpoint_key(ctx, path, ancestors)) is not None), None)
+
+
+# What restores the training state around a model rather than the model: no `module.` prefix can be in its keys.
+_TRAINING_STATE = re.compile(r"optim|sched|scaler", re.IGNORECASE)
+_TRAINING_STATE_BUILDERS = ("torch.optim.", "torch.cuda.amp.GradScaler", "torch.amp.GradScaler", "torch.GradScaler")
+
+
+def restores_training_state(ctx: FileContext, call: ast.Call, ancestors: Sequence[ast.AST]) -> bool:
+    """Whether `X.load_state_dict(state)` restores an optimizer, a learning-rate scheduler or a gradient scaler
+    (`optimizer.load_state_dict(checkpoint["optimizer"])` beside the model's own load): the receiver is named or
+    built as one, or the state is the checkpoint's entry for one."""
+    receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
+    names = [ast.unparse(receiver)] if receiver is not None else []
+    if isinstance(receiver, ast.Name):
+        value = local_value(receiver.id, enclosing_function(ancestors), call.lineno, ctx.tree)
+        if isinstance(value, ast.Call) and (ctx.qualified_name(value.func, ancestors) or "").startswith(_TRAINING_STATE_BUILDERS):
+            return True
+    state = call.args[0] if call.args else None
+    while isinstance(state, ast.Subscript):
+        if isinstance(state.slice, ast.Constant) and isinstance(state.slice.value, str):
+            names.append(state.slice.value)
+        state = state.value
+    return any(_TRAINING_STATE.search(name) for name in names)
 
 
 def same_checkpoint(first: str, second: str) -> bool:

@@ -23,11 +23,17 @@ from pitfall_lint.analysis.one_node import OneNodeReader
 from pitfall_lint.analysis.ranks import depends_on_rank, is_locally_restricted
 from pitfall_lint.analysis.scopes import FUNCTIONS, decorator_names, definition_name, enclosing_function, local_value, scope_path, self_name
 from pitfall_lint.analysis.wrapper_backward import wrap_takes_part_in_backward
-from pitfall_lint.analysis.wrappers import checkpoint_key, loaded_checkpoint, saved_wrapper_states, wrapper_receiving
+from pitfall_lint.analysis.wrappers import (
+    checkpoint_key,
+    loaded_checkpoint,
+    restores_training_state,
+    saved_wrapper_states,
+    wrapper_receiving,
+)
 from pitfall_lint.context import FileContext
 from pitfall_lint.traversal import Handler, traverse
 
-FORMAT = 12  # bump when a field changes: cached summaries of another format are computed afresh
+FORMAT = 13  # bump when a field changes: cached summaries of another format are computed afresh
 
 UNKNOWN = "?"  # a wrapped or returned module whose class cannot be told from the source
 _DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.data_parallel"})
@@ -454,7 +460,7 @@ class _Builder:
                 self.saves.append((key, node.lineno))
         elif isinstance(node.func, ast.Attribute) and node.func.attr == "load_state_dict" and node.args:
             key = loaded_checkpoint(ctx, node.args[0], ancestors, node.lineno)
-            if key is not None and wrapper_receiving(ctx, node, ancestors) is None:
+            if key is not None and wrapper_receiving(ctx, node, ancestors) is None and not restores_training_state(ctx, node, ancestors):
                 self.bare_loads.append((key, node.lineno))
         elif qualified:
             framework = _framework_wrap(qualified, node, reader, ancestors)

@@ -13,6 +13,7 @@ from pitfall_lint.analysis.wrappers import (
     checkpoint_key,
     holds_wrapper,
     loaded_checkpoint,
+    restores_training_state,
     same_checkpoint,
     saved_wrapper_states,
     wrap_of,
@@ -142,6 +143,8 @@ class WrappedStateDict(Rule):
         of the project saves from a wrapper."""
         receiver = call.func.value  # type: ignore[attr-defined]
         if not call.args or (isinstance(receiver, ast.Name) and holds_wrapper(self.ctx, receiver.id, ancestors, call.lineno)):
+            return
+        if restores_training_state(self.ctx, call, ancestors):
             return
         path = self._loaded_path(call.args[0], ancestors, call.lineno)
         name = checkpoint_key(self.ctx, path, ancestors) if path is not None else None
