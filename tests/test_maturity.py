@@ -65,3 +65,9 @@ def test_the_rules_page_quotes_the_shipped_overall_figures() -> None:
         f"{overall['debatable']} more {'was' if overall['debatable'] == 1 else 'were'} debatable, and {overall['true']} of {overall['true'] + overall['misses']} real "
         f"pitfalls were found ({100 * overall['recall']:.0f} % recall)." in rules_page
     )
+    default = maturity.first_run_figures()["default"]
+    assert (
+        f"For the rules a plain check runs today: {default['true']} of {default['judged']} "
+        f"({100 * default['precision']:.0f} %) and {default['true']} of {default['true'] + default['misses']} "
+        f"({100 * default['recall']:.0f} % recall)." in rules_page
+    )
