@@ -532,3 +532,51 @@ def test_a_spawn_script_that_ranks_by_the_index_is_one_node_whatever_its_rendezv
     files = dl_tools("", '"env://"', "rank")
     files["utils.py"] = files["utils.py"].replace("torch.cuda.set_device(args.rank)\n", "torch.cuda.set_device(args.rank)  # expect: PFL305\n", 1)
     check_project(tmp_path, files)
+
+
+
+HANDED = {
+    "harness.py": """
+        import os
+        import torch.distributed as dist
+        import torch.multiprocessing as mp
+        def _run(rank, world_size, method):
+            dist.init_process_group("nccl", rank=rank, world_size=world_size)
+            method()
+        def spawn_local(world_size, method):
+            os.environ["MASTER_ADDR"] = "localhost"
+            os.environ["MASTER_PORT"] = "0"
+            mp.spawn(_run, args=(world_size, method), nprocs=world_size)
+    """,
+    "launched.py": """
+        import torch.distributed as dist
+        def under_the_launcher(world_size, method):
+            dist.init_process_group("nccl")
+            method()
+    """,
+    "test_gather.py": """
+        import torch
+        import torch.distributed as dist
+        from {module} import {helper}
+        class TestGather:
+            def test_gather(self):
+                {helper}(2, self._gather)
+            @staticmethod
+            def _gather():
+                torch.cuda.set_device(dist.get_rank()){mark}
+        def _broadcast():
+            torch.cuda.set_device(dist.get_rank()){mark}
+        def test_broadcast():
+            {helper}(2, _broadcast)
+    """,
+}
+
+
+@pytest.mark.parametrize(
+    ("module", "helper", "mark"), [("harness", "spawn_local", ""), ("launched", "under_the_launcher", "  # expect: PFL305")]
+)
+def test_a_function_handed_to_a_helper_runs_where_the_helper_starts_it(tmp_path: Path, module: str, helper: str, mark: str) -> None:
+    """A test body passed to a project helper that spawns its group on this machine (torchtnt's spawn_multi_process)
+    runs on one node; handed to one that joins the launcher's group, which can span nodes, it is reported."""
+    sources = {name: s.replace("{module}", module).replace("{helper}", helper).replace("{mark}", mark) for name, s in HANDED.items()}
+    check_project(tmp_path, sources)

@@ -930,8 +930,15 @@ class ProjectModel:
                 verdict = facts.get(".".join(parts[:end]))
                 if verdict is not None:
                     return verdict
+            if depth >= _MAX_DEPTH:
+                return False
             sites = self._call_sites(path, name)
-            return bool(sites) and depth < _MAX_DEPTH and all(
+            if not sites:  # never called by name: run by the functions it is handed to, where they run
+                runners = [self.resolve(site_path, site.callee) for site_path, site in self._handed_sites(path, name)]
+                return bool(runners) and all(
+                    runner[0] == "function" and self.runs_on_one_node(runner[1], runner[2], depth + 1) for runner in runners
+                )
+            return all(
                 self.runs_on_one_node(site_path, site.caller, depth + 1)
                 if site.caller
                 else bool(dict((self.summary(site_path) or FileSummary()).one_node).get(""))
@@ -939,6 +946,24 @@ class ProjectModel:
             )
 
         return self._memoised(("one-node", path, name, depth), compute)  # type: ignore[return-value]
+
+    def _handed_sites(self, path: str, name: str) -> list[tuple[str, CallSite]]:
+        """The calls that hand the function `name` of `path` over as an argument, in the files whose bytes hold it."""
+
+        def compute() -> list[tuple[str, CallSite]]:
+            owner, _, short = name.rpartition(".")
+            return [
+                (site_path, site)
+                for site_path in self._possible_callers(path, owner, short)
+                for site in (self.summary(site_path) or FileSummary()).calls
+                if any(
+                    ref.rpartition(".")[2] == short
+                    and (site_path == path if ref.startswith("*.") else self.resolve(site_path, ref)[1:] == (path, name))
+                    for ref in site.handed
+                )
+            ]
+
+        return self._memoised(("handed-sites", path, name), compute)  # type: ignore[return-value]
 
     def spawn_site(self, path: str, name: str) -> Evidence | None:
         """Where `torch.multiprocessing.spawn` (or start_processes) starts this function, if anywhere: its first

@@ -33,7 +33,7 @@ from pitfall_lint.analysis.wrappers import (
 from pitfall_lint.context import FileContext
 from pitfall_lint.traversal import Handler, traverse
 
-FORMAT = 13  # bump when a field changes: cached summaries of another format are computed afresh
+FORMAT = 14  # bump when a field changes: cached summaries of another format are computed afresh
 
 UNKNOWN = "?"  # a wrapped or returned module whose class cannot be told from the source
 _DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.data_parallel"})
@@ -83,6 +83,9 @@ class CallSite:
     # The arguments given as literals (`safe_serialization=True`), each with its truth: a branch of the callee on
     # that parameter that the literal does not take never runs for this call.
     constants: tuple[tuple[str, bool], ...] = ()
+    # The refs of the functions handed over as arguments (`spawn_multi_process(2, "gloo", self._check)`): the callee
+    # runs them, so they run where it does.
+    handed: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,8 +159,8 @@ class FileSummary:
             imports=pairs(imports),
             returns=pairs(returns),
             calls=tuple(
-                CallSite(caller, callee, line, guarded, tuple(per_rank), pairs(constants))
-                for caller, callee, line, guarded, per_rank, constants in calls
+                CallSite(caller, callee, line, guarded, tuple(per_rank), pairs(constants), tuple(handed))
+                for caller, callee, line, guarded, per_rank, constants, handed in calls
             ),
             wraps=tuple(WrapSite(*w[:-1], pairs(w[-1])) for w in wraps),
             distributed=pairs(distributed),
@@ -490,7 +493,13 @@ class _Builder:
         if not restricted and may_run_outside_distributed_launch(ancestors):
             # Told once every set-up of the file is known: at the end of the walk.
             self.mode_switched.append((len(self.calls), node, list(ancestors)))
-        self.calls.append(CallSite(caller, callee, node.lineno, restricted, per_rank, constants))
+        handed = tuple(
+            ref
+            for _, argument in passed
+            if isinstance(argument, (ast.Name, ast.Attribute))
+            and (ref := reader.callee_ref(argument, ancestors, ctx.qualified_name(argument, ancestors) or None)) is not None
+        )
+        self.calls.append(CallSite(caller, callee, node.lineno, restricted, per_rank, constants, handed))
         owner = _owner_class(ancestors)
         if owner is not None and not callee.startswith("*."):
             self.classes[id(owner[1])][2].append(callee)
