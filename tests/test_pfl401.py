@@ -309,3 +309,34 @@ def test_a_project_engine_derived_from_accelerator(tmp_path: Path) -> None:
         files = ["engine.py", "plain.py", "sharded.py", "unsharded.py"]
         results = check_paths(files, list(all_rules()), ProjectSettings(Excluder([], tmp_path)), tmp_path, use_cache=False).results
     assert {(r.path, d.code, d.line) for r in results for d in r.diagnostics} == {("unsharded.py", "PFL401", 6)}
+
+
+@pytest.mark.parametrize(
+    "unit",
+    [
+        'unit = MyUnit(module=model, device=device, strategy="ddp")\n',
+        'unit = MyUnit(module=model, device=device, strategy="fsdp")\n',
+        "from torchtnt.utils.prepare_module import DDPStrategy\nunit = MyUnit(module=model, strategy=DDPStrategy())\n",
+        "from torchtnt.utils.prepare_module import prepare_ddp\nmodel = prepare_ddp(model, device)\n",
+    ],
+)
+def test_torchtnt_runs_ddp_without_a_sampler(unit: str) -> None:
+    """torchtnt's strategies wrap the module in DDP/FSDP but never split the loaders."""
+    assert_marks(
+        "from torch.utils.data import DataLoader\nfrom torchtnt.framework.fit import fit\n"
+        "from torchtnt.utils import init_from_env\ndevice = init_from_env()\n"
+        + unit
+        + "train_dataloader = DataLoader(train_dataset, batch_size=64)  # expect: PFL401\nfit(unit, train_dataloader=train_dataloader)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "unit",
+    [
+        "from torchtnt.framework.fit import fit\nunit = MyUnit(module=model, device=device)\n",  # one process
+        'from torchtnt.framework.fit import fit\nunit = MyUnit(module=model, strategy=None)\n',
+        'from mylib import fit\nunit = MyUnit(module=model, strategy="ddp")\n',  # not torchtnt: unknown
+    ],
+)
+def test_torchtnt_without_a_parallel_strategy(unit: str) -> None:
+    assert_marks("from torch.utils.data import DataLoader\n" + unit + "train_dataloader = DataLoader(train_dataset, batch_size=64)\n")

@@ -1,4 +1,4 @@
-"""Training frameworks that split the loaders they are given between the ranks.
+"""Training frameworks and the loaders they are given: which shard them per rank, which run DDP without doing so.
 
 Lightning and Accelerate (uses_loader_framework in samplers.py) also call set_epoch; the frameworks here only
 matter to whether a plain DataLoader is split between the ranks.
@@ -21,6 +21,10 @@ _SHARDING_CALLS = {
 }
 _FASTAI_DISTRIBUTED = frozenset({"distrib_ctx", "to_distributed"})
 _ACCELERATORS = ("accelerate.Accelerator", "accelerate.accelerator.Accelerator")
+# torchtnt's units run DDP or FSDP by `strategy=`, but never add a sampler (they only call set_epoch on one).
+_TORCHTNT_STRATEGIES = frozenset({"ddp", "fsdp", "fsdp2"})
+_TORCHTNT_STRATEGY_CLASSES = frozenset({"DDPStrategy", "FSDPStrategy", "FSDP2Strategy"})
+_TORCHTNT_PREPARES = frozenset({"prepare_ddp", "prepare_fsdp", "prepare_fsdp2"})
 
 
 def _imported_roots(ctx: FileContext) -> set[str]:
@@ -73,5 +77,20 @@ def _builds_an_accelerator(ctx: FileContext, calls: list[ast.Call]) -> bool:
         if isinstance(call.func, (ast.Name, ast.Attribute)) and _last_name(call.func)[:1].isupper():
             qualified = ctx.qualified_name(call.func, [])
             if qualified and any(ctx.project.derives_from(qualified, base) for base in _ACCELERATORS):
+                return True
+    return False
+
+
+def torchtnt_distributes(ctx: FileContext) -> bool:
+    """A torchtnt unit or module prepared for DDP/FSDP: `strategy="ddp"`, `strategy=DDPStrategy(...)`,
+    `prepare_ddp(...)`; the process group is torchtnt's `init_from_env` under a launcher."""
+    if "torchtnt" not in _imported_roots(ctx):
+        return False
+    for call in _calls(ctx):
+        if _last_name(call.func) in _TORCHTNT_PREPARES | _TORCHTNT_STRATEGY_CLASSES:
+            return True
+        for keyword in call.keywords:
+            value = keyword.value
+            if keyword.arg == "strategy" and isinstance(value, ast.Constant) and value.value in _TORCHTNT_STRATEGIES:
                 return True
     return False
