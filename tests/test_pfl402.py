@@ -341,6 +341,69 @@ CASES = {
             for batch in loader:
                 pass
     """,
+    "sampler-chosen-in-an-if-else-then-returned-in-a-tuple": """
+        def prepare_dataloaders(args):
+            if args.distributed:
+                train_sampler = DistributedSampler(dataset)  # expect: PFL402
+                shuffle = False
+            else:
+                train_sampler = None
+                shuffle = True
+            train_loader = DataLoader(dataset, shuffle=shuffle, sampler=train_sampler)
+            return train_loader, dataset
+        def train(args):
+            train_loader, valset = prepare_dataloaders(args)
+            for epoch in range(10):
+                for batch in train_loader:
+                    pass
+    """,
+    "sampler-chosen-in-an-if-elif-chain": """
+        def make(args):
+            if args.weighted:
+                sampler = None
+            elif args.distributed:
+                sampler = DistributedSampler(dataset)  # expect: PFL402
+            else:
+                sampler = None
+            return DataLoader(dataset, sampler=sampler)
+        loader = make(args)
+        for epoch in range(10):
+            for batch in loader:
+                pass
+    """,
+    "sampler-chosen-in-an-if-else-with-set-epoch": """
+        def prepare_dataloaders(args):
+            if args.distributed:
+                train_sampler = DistributedSampler(dataset)
+            else:
+                train_sampler = None
+            return DataLoader(dataset, sampler=train_sampler), train_sampler
+        train_loader, train_sampler = prepare_dataloaders(args)
+        for epoch in range(10):
+            if train_sampler is not None:
+                train_sampler.set_epoch(epoch)
+            for batch in train_loader:
+                pass
+    """,
+    "loader-returned-in-a-tuple-then-set-epoch-through-it": """
+        def loaders():
+            sampler = DistributedSampler(dataset)
+            return DataLoader(dataset, sampler=sampler), None
+        train_loader, _ = loaders()
+        for epoch in range(10):
+            train_loader.sampler.set_epoch(epoch)
+            for batch in train_loader:
+                pass
+    """,
+    "a-tuple-element-that-is-not-the-loader": """
+        def loaders():
+            sampler = DistributedSampler(dataset)
+            return DataLoader(dataset, sampler=sampler), dataset
+        _, data = loaders()
+        for epoch in range(10):
+            for batch in data:
+                pass
+    """,
 }
 
 
@@ -370,3 +433,20 @@ def test_message_names_the_loop_and_the_call_to_add() -> None:
     (diagnostic,) = Engine(all_rules()).check_source("t.py", source.encode()).diagnostics
     assert "the loop at line 8 iterates `sampler`" in diagnostic.message
     assert "`sampler.sampler.set_epoch(epoch)`" in diagnostic.message
+
+
+@pytest.mark.parametrize(
+    ("name", "fix"),
+    [
+        ("assigned-sampler", {"loop": "8", "statement": "sampler.set_epoch(epoch)"}),
+        # The sampler exists on one path only: the other leaves None (or the loader's own sampler), with no set_epoch.
+        ("sampler-chosen-in-an-if-else-then-returned-in-a-tuple", None),
+    ],
+)
+def test_fix_is_offered_only_where_every_path_builds_the_sampler(name: str, fix: dict[str, str] | None) -> None:
+    from pitfall_lint.engine import Engine
+    from pitfall_lint.rules import all_rules
+
+    (diagnostic,) = Engine(all_rules()).check_source("t.py", (SETUP + dedent(CASES[name])).encode()).diagnostics
+    assert diagnostic.code == "PFL402"
+    assert (dict(diagnostic.fix.facts) if diagnostic.fix else None) == fix

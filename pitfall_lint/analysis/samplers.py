@@ -276,9 +276,11 @@ def _name_bindings(ctx: FileContext, scope: ast.AST) -> _NameBindings:
         return ctx.memo[key]  # type: ignore[return-value]
     at: dict[int, Position] = {}
     positions: dict[str, list[Position]] = {}
+    bound_by: dict[tuple[str, Position], ast.AST] = {}
     for name, position, node in _binding_positions(scope):
         at.setdefault(id(node), position)
         positions.setdefault(name, []).append(position)
+        bound_by.setdefault((name, position), node)
     for found in positions.values():
         found[:] = sorted(set(found))
     own = {id(n) for n in walk_same_scope(getattr(scope, "body", [])) if isinstance(n, ast.Name)}
@@ -293,10 +295,31 @@ def _name_bindings(ctx: FileContext, scope: ast.AST) -> _NameBindings:
             # A load in the scope's own code reads the binding before it; one in a nested function runs later.
             at_index = bisect.bisect_left(bound, _start(node)) if id(node) in own else len(bound)
             if at_index:
-                loads.setdefault(node.id, {}).setdefault(bound[at_index - 1], []).append(node)
+                for position in _reaching(ctx, node, bound[at_index - 1], bound, bound_by):
+                    loads.setdefault(node.id, {}).setdefault(position, []).append(node)
     found_bindings = _NameBindings(at, loads, every_load)
     ctx.memo[key] = found_bindings
     return found_bindings
+
+
+def _reaching(
+    ctx: FileContext, load: ast.Name, last: Position, bound: list[Position], bound_by: dict[tuple[str, Position], ast.AST]
+) -> list[Position]:
+    """The bindings a load may read: the last one before it, and, where that one is in the `else` of an `if` the
+    load follows, the last one in the `if` branch too (`if distributed: s = DistributedSampler(d) else: s = None`)."""
+    found = [last]
+    for position in found:
+        node = bound_by.get((load.id, position))
+        chain = [*ancestors_of(ctx, node), node] if node is not None else []
+        for statement, child in zip(reversed(chain[:-1]), reversed(chain[1:])):
+            if isinstance(statement, (*FUNCTIONS, ast.ClassDef, ast.Lambda)) or _start(load) < _end(statement):
+                break  # the load is inside this statement: it reads its own branch
+            if isinstance(statement, ast.If) and any(child is item for item in statement.orelse):
+                start, end = _start(statement.body[0]), _end(statement.body[-1])
+                at = bisect.bisect_right(bound, end)
+                if at and bound[at - 1] >= start and bound[at - 1] not in found:
+                    found.append(bound[at - 1])
+    return found
 
 
 def _attribute_loads(ctx: FileContext, cls: ast.AST) -> dict[str, list[ast.Attribute]]:
@@ -409,6 +432,12 @@ def _successors(ctx: FileContext, node: ast.AST, kind: str, flow: Flow) -> list[
         function = _enclosing(ancestors, FUNCTIONS)
         if function is not None:
             found.extend((site, kind) for site in call_sites(ctx, function))  # type: ignore[arg-type]
+    elif isinstance(parent, ast.Tuple) and len(ancestors) > 1 and isinstance(ancestors[-2], ast.Return):
+        function = _enclosing(ancestors, FUNCTIONS)
+        for site in call_sites(ctx, function) if function is not None else ():  # type: ignore[arg-type]
+            target = _unpacked_into(ctx, site, parent, node)
+            if target is not None:
+                store(target_refs(ctx, target, ancestors_of(ctx, site)), kind)
     elif isinstance(parent, ast.Dict) and kind == "sampler":
         for key, value in zip(parent.keys, parent.values):
             if value is node and _is_sampler_key(key):
@@ -418,6 +447,20 @@ def _successors(ctx: FileContext, node: ast.AST, kind: str, flow: Flow) -> list[
         assert isinstance(call, ast.Call)
         found.extend(_through_call(ctx, call, node, parent, kind, flow))
     return found
+
+
+def _unpacked_into(ctx: FileContext, site: ast.Call, returned: ast.Tuple, element: ast.AST) -> ast.expr | None:
+    """The target that receives one element of a returned tuple: `loader` in `loader, data = make()`."""
+    ancestors = ancestors_of(ctx, site)
+    assign = ancestors[-1] if ancestors else None
+    if not (isinstance(assign, ast.Assign) and assign.value is site and len(assign.targets) == 1):
+        return None
+    target = assign.targets[0]
+    if not isinstance(target, (ast.Tuple, ast.List)) or len(target.elts) != len(returned.elts):
+        return None
+    if any(isinstance(item, ast.Starred) for item in [*target.elts, *returned.elts]):
+        return None
+    return next(item for item, value in zip(target.elts, returned.elts) if value is element)
 
 
 def _through_call(
