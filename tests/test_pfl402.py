@@ -404,6 +404,68 @@ CASES = {
             for batch in data:
                 pass
     """,
+    "sampler-built-in-a-loader-subclass": """
+        class TrainLoader(DataLoader):
+            def __init__(self, data, batch_size):
+                sampler = DistributedSampler(data)  # expect: PFL402
+                super().__init__(data, batch_size=batch_size, sampler=sampler)
+        class Trainer:
+            def __init__(self, loader):
+                self.loader = loader
+            def fit(self, epochs):
+                for epoch in range(epochs):
+                    self.train()
+            def train(self):
+                for batch in self.loader:
+                    pass
+        Trainer(TrainLoader(dataset, 2)).fit(10)
+    """,
+    "sampler-built-in-a-loader-subclass-old-style-super": """
+        import torch.utils.data as data
+        class MNISTDataLoader(data.DataLoader):
+            def __init__(self, root, batch_size, train=True):
+                sampler = None
+                if train and torch.distributed.is_initialized():
+                    sampler = data.DistributedSampler(dataset)  # expect: PFL402
+                super(MNISTDataLoader, self).__init__(dataset, batch_size=batch_size, shuffle=(sampler is None), sampler=sampler)
+        train_loader = MNISTDataLoader("data", 2, train=True)
+        for epoch in range(10):
+            for batch in train_loader:
+                pass
+    """,
+    "sampler-built-in-a-loader-subclass-through-the-base-init": """
+        class TrainLoader(DataLoader):
+            def __init__(self, data):
+                DataLoader.__init__(self, data, batch_size=2, sampler=DistributedSampler(data))  # expect: PFL402
+        loader = TrainLoader(dataset)
+        for epoch in range(10):
+            for batch in loader:
+                pass
+    """,
+    "loader-subclass-with-set-epoch-through-the-instance": """
+        class TrainLoader(DataLoader):
+            def __init__(self, data):
+                super().__init__(data, sampler=DistributedSampler(data))
+        loader = TrainLoader(dataset)
+        for epoch in range(10):
+            loader.sampler.set_epoch(epoch)
+            for batch in loader:
+                pass
+    """,
+    "loader-subclass-that-sets-the-epoch-in-its-own-iter": """
+        class TrainLoader(DataLoader):
+            def __init__(self, data):
+                super().__init__(data, sampler=DistributedSampler(data))
+                self.epoch = 0
+            def __iter__(self):
+                self.sampler.set_epoch(self.epoch)
+                self.epoch += 1
+                return super().__iter__()
+        loader = TrainLoader(dataset)
+        for epoch in range(10):
+            for batch in loader:
+                pass
+    """,
 }
 
 
@@ -439,8 +501,10 @@ def test_message_names_the_loop_and_the_call_to_add() -> None:
     ("name", "fix"),
     [
         ("assigned-sampler", {"loop": "8", "statement": "sampler.set_epoch(epoch)"}),
+        ("sampler-built-in-a-loader-subclass-through-the-base-init", {"loop": "10", "statement": "loader.sampler.set_epoch(epoch)"}),
         # The sampler exists on one path only: the other leaves None (or the loader's own sampler), with no set_epoch.
         ("sampler-chosen-in-an-if-else-then-returned-in-a-tuple", None),
+        ("sampler-built-in-a-loader-subclass-old-style-super", None),
     ],
 )
 def test_fix_is_offered_only_where_every_path_builds_the_sampler(name: str, fix: dict[str, str] | None) -> None:

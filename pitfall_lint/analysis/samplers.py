@@ -466,11 +466,17 @@ def _unpacked_into(ctx: FileContext, site: ast.Call, returned: ast.Tuple, elemen
 def _through_call(
     ctx: FileContext, call: ast.Call, node: ast.AST, parent: ast.AST, kind: str, flow: Flow
 ) -> list[tuple[ast.AST, str]]:
+    subclass = _loader_subclass_init(ctx, call)
+    if subclass is not None:
+        if kind == "sampler" and _passes_sampler(call, node, shift=subclass[1]):
+            flow.loaders.append(call)
+            return [(site, "loader") for site in _constructions(ctx, subclass[0])]
+        return []
     if is_data_loader(ctx, call):
         if kind == "kwargs" and isinstance(parent, ast.keyword) and parent.arg is None:
             flow.loaders.append(call)
             return [(call, "loader")]
-        if kind == "sampler" and any(call_argument(call, k, p) is node for k, p in LOADER_SAMPLER_POSITIONS.items()):
+        if kind == "sampler" and _passes_sampler(call, node):
             flow.loaders.append(call)
             return [(call, "loader")]
         return []
@@ -489,6 +495,45 @@ def _through_call(
         # BatchSampler(sampler, ...) and other samplers built on it still draw from it.
         return [(call, kind)]
     return []
+
+
+def _passes_sampler(call: ast.Call, node: ast.AST, shift: int = 0) -> bool:
+    """Whether `node` is the loader's `sampler=` or `batch_sampler=` (`shift`: arguments before the dataset)."""
+    return any(call_argument(call, k, p + shift) is node for k, p in LOADER_SAMPLER_POSITIONS.items())
+
+
+def _loader_subclass_init(ctx: FileContext, call: ast.Call) -> tuple[ast.ClassDef, int] | None:
+    """The DataLoader subclass whose `__init__` makes this call to DataLoader's: `super().__init__(dataset, ...)`,
+    `super(Loader, self).__init__(...)` or `DataLoader.__init__(self, dataset, ...)` (then 1: the instance comes
+    first). None when it is none, or when the class calls set_epoch itself (its `__iter__` owns the epochs)."""
+    if not (isinstance(call.func, ast.Attribute) and call.func.attr == "__init__"):
+        return None
+    owner = call.func.value
+    by_super = isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "super"
+    if not by_super and _qualified(ctx, owner) not in DATA_LOADERS:
+        return None
+    ancestors = ancestors_of(ctx, call)
+    method = _method_self(ancestors)
+    function = _enclosing(ancestors, FUNCTIONS)
+    if method is None or function is None or function.name != "__init__":  # type: ignore[attr-defined]
+        return None
+    cls = method[0]
+    if not any(_qualified(ctx, base) in DATA_LOADERS for base in cls.bases):
+        return None
+    if any(isinstance(n, ast.Call) and is_set_epoch(n) for n in ast.walk(cls)):
+        return None
+    return cls, 0 if by_super else 1
+
+
+def _constructions(ctx: FileContext, cls: ast.ClassDef) -> list[ast.Call]:
+    """The calls of this file that build an instance of the class: `Loader(...)`."""
+    return [site for site in _calls_by_name(ctx)[0].get(cls.name, []) if cls in _classes_called(ctx, site)]
+
+
+def _classes_called(ctx: FileContext, call: ast.Call) -> list[ast.ClassDef]:
+    if not isinstance(call.func, ast.Name):
+        return []
+    return [item for item in _definitions(ctx).get(call.func.id, []) if isinstance(item, ast.ClassDef)]
 
 
 def _is_sampler_wrapper(call: ast.Call) -> bool:
