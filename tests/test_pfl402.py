@@ -503,6 +503,7 @@ def test_message_names_the_loop_and_the_call_to_add() -> None:
         ("assigned-sampler", {"loop": "8", "statement": "sampler.set_epoch(epoch)"}),
         ("sampler-built-in-a-loader-subclass-through-the-base-init", {"loop": "10", "statement": "loader.sampler.set_epoch(epoch)"}),
         # The sampler exists on one path only: the other leaves None (or the loader's own sampler), with no set_epoch.
+        ("conditional-sampler", None),
         ("sampler-chosen-in-an-if-else-then-returned-in-a-tuple", None),
         ("sampler-built-in-a-loader-subclass-old-style-super", None),
     ],
