@@ -284,6 +284,11 @@ def _name_bindings(ctx: FileContext, scope: ast.AST) -> _NameBindings:
     for found in positions.values():
         found[:] = sorted(set(found))
     own = {id(n) for n in walk_same_scope(getattr(scope, "body", [])) if isinstance(n, ast.Name)}
+    else_spans = [
+        (_start(n.orelse[0]), _end(n.orelse[-1]))
+        for n in walk_same_scope(getattr(scope, "body", []))
+        if isinstance(n, ast.If) and n.orelse
+    ]
     loads: dict[str, dict[Position, list[ast.Name]]] = {}
     every_load: dict[str, list[ast.Name]] = {}
     for node in ast.walk(scope):
@@ -295,7 +300,9 @@ def _name_bindings(ctx: FileContext, scope: ast.AST) -> _NameBindings:
             # A load in the scope's own code reads the binding before it; one in a nested function runs later.
             at_index = bisect.bisect_left(bound, _start(node)) if id(node) in own else len(bound)
             if at_index:
-                for position in _reaching(ctx, node, bound[at_index - 1], bound, bound_by):
+                last = bound[at_index - 1]
+                in_else = any(start <= last <= end for start, end in else_spans)  # the cheap look first
+                for position in _reaching(ctx, node, last, bound, bound_by) if in_else else [last]:
                     loads.setdefault(node.id, {}).setdefault(position, []).append(node)
     found_bindings = _NameBindings(at, loads, every_load)
     ctx.memo[key] = found_bindings
