@@ -395,6 +395,17 @@ CASES = {
             for batch in train_loader:
                 pass
     """,
+    "loaders-returned-in-a-tuple-to-self-attributes": """
+        class Trainer:
+            def build_loaders(self):
+                sampler = DistributedSampler(dataset)  # expect: PFL402
+                return DataLoader(dataset, batch_size=2, sampler=sampler), DataLoader(dataset, batch_size=2)
+            def fit(self, epochs):
+                [self.train_loader, self.val_loader] = self.build_loaders()
+                for epoch in range(epochs):
+                    for batch in self.train_loader:
+                        pass
+    """,
     "a-tuple-element-that-is-not-the-loader": """
         def loaders():
             sampler = DistributedSampler(dataset)
