@@ -406,6 +406,14 @@ CASES = {
                     for batch in self.train_loader:
                         pass
     """,
+    "sampler-in-the-main-block-with-its-loop": """
+        if __name__ == "__main__":
+            sampler = DistributedSampler(dataset)  # expect: PFL402
+            loader = DataLoader(dataset, sampler=sampler)
+            for epoch in range(10):
+                for batch in loader:
+                    pass
+    """,
     "a-tuple-element-that-is-not-the-loader": """
         def loaders():
             sampler = DistributedSampler(dataset)
@@ -512,6 +520,8 @@ def test_message_names_the_loop_and_the_call_to_add() -> None:
     ("name", "fix"),
     [
         ("assigned-sampler", {"loop": "8", "statement": "sampler.set_epoch(epoch)"}),
+        # Built under an `if` that holds the loop too: every run of the loop has the sampler.
+        ("sampler-in-the-main-block-with-its-loop", {"loop": "9", "statement": "sampler.set_epoch(epoch)"}),
         ("sampler-built-in-a-loader-subclass-through-the-base-init", {"loop": "10", "statement": "loader.sampler.set_epoch(epoch)"}),
         # The sampler exists on one path only: the other leaves None (or the loader's own sampler), with no set_epoch.
         ("conditional-sampler", None),

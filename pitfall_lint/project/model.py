@@ -1236,8 +1236,8 @@ class _OfflineView(ProjectView):
 
     online = False
     _ALONE: dict[str, object] = {
-        "module-class": False, "derives-from": False, "methods": {}, "has-callers": False, "named-elsewhere": True, "one-node": False,
-        "launches": [],
+        "module-class": False, "methods": {}, "has-callers": False, "named-elsewhere": True, "one-node": False,
+        "launches": [], "derives-from": False,
     }
 
     def _ask(self, question: str, *arguments: object) -> object:
