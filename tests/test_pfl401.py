@@ -316,6 +316,7 @@ def test_a_project_engine_derived_from_accelerator(tmp_path: Path) -> None:
     [
         'unit = MyUnit(module=model, device=device, strategy="ddp")\n',
         'unit = MyUnit(module=model, device=device, strategy="fsdp")\n',
+        'unit = MyUnit(module=model, strategy="ddp" if torch.distributed.is_initialized() else None)\n',
         "from torchtnt.utils.prepare_module import DDPStrategy\nunit = MyUnit(module=model, strategy=DDPStrategy())\n",
         "from torchtnt.utils.prepare_module import prepare_ddp\nmodel = prepare_ddp(model, device)\n",
     ],

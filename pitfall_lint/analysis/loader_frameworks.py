@@ -82,15 +82,24 @@ def _builds_an_accelerator(ctx: FileContext, calls: list[ast.Call]) -> bool:
 
 
 def torchtnt_distributes(ctx: FileContext) -> bool:
-    """A torchtnt unit or module prepared for DDP/FSDP: `strategy="ddp"`, `strategy=DDPStrategy(...)`,
-    `prepare_ddp(...)`; the process group is torchtnt's `init_from_env` under a launcher."""
+    """A torchtnt unit or module prepared for DDP/FSDP: `strategy="ddp"` (also as one branch of a conditional
+    expression), `strategy=DDPStrategy(...)`, `prepare_ddp(...)`; the process group is torchtnt's `init_from_env`
+    under a launcher."""
     if "torchtnt" not in _imported_roots(ctx):
         return False
     for call in _calls(ctx):
         if _last_name(call.func) in _TORCHTNT_PREPARES | _TORCHTNT_STRATEGY_CLASSES:
             return True
         for keyword in call.keywords:
-            value = keyword.value
-            if keyword.arg == "strategy" and isinstance(value, ast.Constant) and value.value in _TORCHTNT_STRATEGIES:
+            if keyword.arg == "strategy" and any(_names_a_strategy(value) for value in _alternatives(keyword.value)):
                 return True
     return False
+
+
+def _alternatives(value: ast.expr) -> list[ast.expr]:
+    """The values an expression may take: both of `"ddp" if dist.is_initialized() else None`."""
+    return [*_alternatives(value.body), *_alternatives(value.orelse)] if isinstance(value, ast.IfExp) else [value]
+
+
+def _names_a_strategy(value: ast.expr) -> bool:
+    return isinstance(value, ast.Constant) and value.value in _TORCHTNT_STRATEGIES
