@@ -414,6 +414,17 @@ CASES = {
                 for batch in loader:
                     pass
     """,
+    "random-sampler-on-one-rank-distributed-sampler-under-a-launcher": """
+        from torch.utils.data import RandomSampler
+        if args.local_rank == -1:
+            train_sampler = RandomSampler(dataset)
+        else:
+            train_sampler = DistributedSampler(dataset)  # expect: PFL402
+        train_loader = DataLoader(dataset, sampler=train_sampler)
+        for epoch in range(10):
+            for batch in train_loader:
+                pass
+    """,
     "a-tuple-element-that-is-not-the-loader": """
         def loaders():
             sampler = DistributedSampler(dataset)
@@ -525,6 +536,7 @@ def test_message_names_the_loop_and_the_call_to_add() -> None:
         ("sampler-built-in-a-loader-subclass-through-the-base-init", {"loop": "10", "statement": "loader.sampler.set_epoch(epoch)"}),
         # The sampler exists on one path only: the other leaves None (or the loader's own sampler), with no set_epoch.
         ("conditional-sampler", None),
+        ("random-sampler-on-one-rank-distributed-sampler-under-a-launcher", None),  # RandomSampler has no set_epoch
         ("sampler-chosen-in-an-if-else-then-returned-in-a-tuple", None),
         ("sampler-built-in-a-loader-subclass-old-style-super", None),
     ],
