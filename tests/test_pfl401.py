@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from textwrap import dedent
 
 import pytest
+from marks import assert_marks, inside
 
-from marks import assert_marks
+from pitfall_lint.checking import ProjectSettings, check_paths
+from pitfall_lint.files import Excluder
+from pitfall_lint.rules import all_rules
 
 DDP_SETUP = """
 import os
@@ -246,3 +250,94 @@ def test_files_that_are_not_checked(framework: str) -> None:
         + framework
         + "train_loader = DataLoader(data, shuffle=True)\n"
     )
+
+
+_LAUNCHED = "import os\nfrom torch.utils.data import DataLoader\nlocal_rank = int(os.environ.get('LOCAL_RANK', -1))\n"
+
+
+@pytest.mark.parametrize(
+    "framework",
+    [
+        # catalyst's runners hand every loader to their engine's `prepare` (an accelerate Accelerator).
+        "from catalyst import dl\nrunner = dl.SupervisedRunner()\n",
+        "import catalyst.dl as dl\n",
+        "from catalyst.dl import SupervisedRunner\n",
+        # Ray Train's prepare_data_loader adds a DistributedSampler.
+        "from ray.train.torch import prepare_data_loader\ndef setup(loader):\n    return prepare_data_loader(loader)\n",
+        "import ray.train.torch\ndef setup(loader):\n    return ray.train.torch.prepare_data_loader(loader)\n",
+        # fastai's distributed context wraps the loaders in a DistributedDL.
+        "from fastai.distributed import *\ndef fit(learn):\n    with learn.distrib_ctx():\n        learn.fit(1)\n",
+        "import fastai.distributed\ndef fit(learn):\n    learn.to_distributed(local_rank).fit(1)\n",
+        # The `prepare` of a class derived from accelerate's Accelerator, whatever the instance is called.
+        (
+            "from accelerate import Accelerator\nclass Engine(Accelerator):\n    pass\nengine = Engine()\n"
+            "def setup(loader):\n    return engine.prepare(loader)\n"
+        ),
+        (
+            "import accelerate\nclass Base(accelerate.Accelerator):\n    pass\nclass Engine(Base):\n    pass\n"
+            "def setup(loader):\n    return Engine().prepare(loader)\n"
+        ),
+    ],
+)
+def test_frameworks_that_shard_the_loaders_they_are_given(framework: str) -> None:
+    assert_marks(_LAUNCHED + framework + "train_loader = DataLoader(data, shuffle=True)\n")
+
+
+@pytest.mark.parametrize(
+    "framework",
+    [
+        # Imported, but the loaders never go through the part that shards them.
+        "import ray\nray.init()\n",
+        "from fastai.vision.all import *\n",
+        "class Engine:\n    def prepare(self, loader):\n        return loader\ndef setup(loader):\n    return Engine().prepare(loader)\n",
+        "from accelerate import Accelerator\nclass Engine:\n    pass\ndef setup(loader):\n    return Engine().prepare(loader)\n",
+    ],
+)
+def test_frameworks_that_do_not_shard_these_loaders(framework: str) -> None:
+    assert_marks(_LAUNCHED + framework + "train_loader = DataLoader(data, shuffle=True)  # expect: PFL401\n")
+
+
+def test_a_project_engine_derived_from_accelerator(tmp_path: Path) -> None:
+    """The Accelerator subclass lives in another module of the project: its `prepare` still shards the loaders."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "engine.py").write_text("from accelerate import Accelerator\n\nclass Engine(Accelerator):\n    pass\n")
+    (tmp_path / "plain.py").write_text("class Engine:\n    def prepare(self, loader):\n        return loader\n")
+    source = "{import}\n" + _LAUNCHED + "engine = Engine()\ntrain_loader = engine.prepare(DataLoader(data, shuffle=True))\n"
+    (tmp_path / "sharded.py").write_text(source.format(**{"import": "from engine import Engine"}))
+    (tmp_path / "unsharded.py").write_text(source.format(**{"import": "from plain import Engine"}))
+    with inside(tmp_path):
+        files = ["engine.py", "plain.py", "sharded.py", "unsharded.py"]
+        results = check_paths(files, list(all_rules()), ProjectSettings(Excluder([], tmp_path)), tmp_path, use_cache=False).results
+    assert {(r.path, d.code, d.line) for r in results for d in r.diagnostics} == {("unsharded.py", "PFL401", 6)}
+
+
+@pytest.mark.parametrize(
+    "unit",
+    [
+        'unit = MyUnit(module=model, device=device, strategy="ddp")\n',
+        'unit = MyUnit(module=model, device=device, strategy="fsdp")\n',
+        'unit = MyUnit(module=model, strategy="ddp" if torch.distributed.is_initialized() else None)\n',
+        "from torchtnt.utils.prepare_module import DDPStrategy\nunit = MyUnit(module=model, strategy=DDPStrategy())\n",
+        "from torchtnt.utils.prepare_module import prepare_ddp\nmodel = prepare_ddp(model, device)\n",
+    ],
+)
+def test_torchtnt_runs_ddp_without_a_sampler(unit: str) -> None:
+    """torchtnt's strategies wrap the module in DDP/FSDP but never split the loaders."""
+    assert_marks(
+        "from torch.utils.data import DataLoader\nfrom torchtnt.framework.fit import fit\n"
+        "from torchtnt.utils import init_from_env\ndevice = init_from_env()\n"
+        + unit
+        + "train_dataloader = DataLoader(train_dataset, batch_size=64)  # expect: PFL401\nfit(unit, train_dataloader=train_dataloader)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "unit",
+    [
+        "from torchtnt.framework.fit import fit\nunit = MyUnit(module=model, device=device)\n",  # one process
+        'from torchtnt.framework.fit import fit\nunit = MyUnit(module=model, strategy=None)\n',
+        'from mylib import fit\nunit = MyUnit(module=model, strategy="ddp")\n',  # not torchtnt: unknown
+    ],
+)
+def test_torchtnt_without_a_parallel_strategy(unit: str) -> None:
+    assert_marks("from torch.utils.data import DataLoader\n" + unit + "train_dataloader = DataLoader(train_dataset, batch_size=64)\n")

@@ -341,6 +341,161 @@ CASES = {
             for batch in loader:
                 pass
     """,
+    "sampler-chosen-in-an-if-else-then-returned-in-a-tuple": """
+        def prepare_dataloaders(args):
+            if args.distributed:
+                train_sampler = DistributedSampler(dataset)  # expect: PFL402
+                shuffle = False
+            else:
+                train_sampler = None
+                shuffle = True
+            train_loader = DataLoader(dataset, shuffle=shuffle, sampler=train_sampler)
+            return train_loader, dataset
+        def train(args):
+            train_loader, valset = prepare_dataloaders(args)
+            for epoch in range(10):
+                for batch in train_loader:
+                    pass
+    """,
+    "sampler-chosen-in-an-if-elif-chain": """
+        def make(args):
+            if args.weighted:
+                sampler = None
+            elif args.distributed:
+                sampler = DistributedSampler(dataset)  # expect: PFL402
+            else:
+                sampler = None
+            return DataLoader(dataset, sampler=sampler)
+        loader = make(args)
+        for epoch in range(10):
+            for batch in loader:
+                pass
+    """,
+    "sampler-chosen-in-an-if-else-with-set-epoch": """
+        def prepare_dataloaders(args):
+            if args.distributed:
+                train_sampler = DistributedSampler(dataset)
+            else:
+                train_sampler = None
+            return DataLoader(dataset, sampler=train_sampler), train_sampler
+        train_loader, train_sampler = prepare_dataloaders(args)
+        for epoch in range(10):
+            if train_sampler is not None:
+                train_sampler.set_epoch(epoch)
+            for batch in train_loader:
+                pass
+    """,
+    "loader-returned-in-a-tuple-then-set-epoch-through-it": """
+        def loaders():
+            sampler = DistributedSampler(dataset)
+            return DataLoader(dataset, sampler=sampler), None
+        train_loader, _ = loaders()
+        for epoch in range(10):
+            train_loader.sampler.set_epoch(epoch)
+            for batch in train_loader:
+                pass
+    """,
+    "loaders-returned-in-a-tuple-to-self-attributes": """
+        class Trainer:
+            def build_loaders(self):
+                sampler = DistributedSampler(dataset)  # expect: PFL402
+                return DataLoader(dataset, batch_size=2, sampler=sampler), DataLoader(dataset, batch_size=2)
+            def fit(self, epochs):
+                [self.train_loader, self.val_loader] = self.build_loaders()
+                for epoch in range(epochs):
+                    for batch in self.train_loader:
+                        pass
+    """,
+    "sampler-in-the-main-block-with-its-loop": """
+        if __name__ == "__main__":
+            sampler = DistributedSampler(dataset)  # expect: PFL402
+            loader = DataLoader(dataset, sampler=sampler)
+            for epoch in range(10):
+                for batch in loader:
+                    pass
+    """,
+    "random-sampler-on-one-rank-distributed-sampler-under-a-launcher": """
+        from torch.utils.data import RandomSampler
+        if args.local_rank == -1:
+            train_sampler = RandomSampler(dataset)
+        else:
+            train_sampler = DistributedSampler(dataset)  # expect: PFL402
+        train_loader = DataLoader(dataset, sampler=train_sampler)
+        for epoch in range(10):
+            for batch in train_loader:
+                pass
+    """,
+    "a-tuple-element-that-is-not-the-loader": """
+        def loaders():
+            sampler = DistributedSampler(dataset)
+            return DataLoader(dataset, sampler=sampler), dataset
+        _, data = loaders()
+        for epoch in range(10):
+            for batch in data:
+                pass
+    """,
+    "sampler-built-in-a-loader-subclass": """
+        class TrainLoader(DataLoader):
+            def __init__(self, data, batch_size):
+                sampler = DistributedSampler(data)  # expect: PFL402
+                super().__init__(data, batch_size=batch_size, sampler=sampler)
+        class Trainer:
+            def __init__(self, loader):
+                self.loader = loader
+            def fit(self, epochs):
+                for epoch in range(epochs):
+                    self.train()
+            def train(self):
+                for batch in self.loader:
+                    pass
+        Trainer(TrainLoader(dataset, 2)).fit(10)
+    """,
+    "sampler-built-in-a-loader-subclass-old-style-super": """
+        import torch.utils.data as data
+        class MNISTDataLoader(data.DataLoader):
+            def __init__(self, root, batch_size, train=True):
+                sampler = None
+                if train and torch.distributed.is_initialized():
+                    sampler = data.DistributedSampler(dataset)  # expect: PFL402
+                super(MNISTDataLoader, self).__init__(dataset, batch_size=batch_size, shuffle=(sampler is None), sampler=sampler)
+        train_loader = MNISTDataLoader("data", 2, train=True)
+        for epoch in range(10):
+            for batch in train_loader:
+                pass
+    """,
+    "sampler-built-in-a-loader-subclass-through-the-base-init": """
+        class TrainLoader(DataLoader):
+            def __init__(self, data):
+                DataLoader.__init__(self, data, batch_size=2, sampler=DistributedSampler(data))  # expect: PFL402
+        loader = TrainLoader(dataset)
+        for epoch in range(10):
+            for batch in loader:
+                pass
+    """,
+    "loader-subclass-with-set-epoch-through-the-instance": """
+        class TrainLoader(DataLoader):
+            def __init__(self, data):
+                super().__init__(data, sampler=DistributedSampler(data))
+        loader = TrainLoader(dataset)
+        for epoch in range(10):
+            loader.sampler.set_epoch(epoch)
+            for batch in loader:
+                pass
+    """,
+    "loader-subclass-that-sets-the-epoch-in-its-own-iter": """
+        class TrainLoader(DataLoader):
+            def __init__(self, data):
+                super().__init__(data, sampler=DistributedSampler(data))
+                self.epoch = 0
+            def __iter__(self):
+                self.sampler.set_epoch(self.epoch)
+                self.epoch += 1
+                return super().__iter__()
+        loader = TrainLoader(dataset)
+        for epoch in range(10):
+            for batch in loader:
+                pass
+    """,
 }
 
 
@@ -370,3 +525,26 @@ def test_message_names_the_loop_and_the_call_to_add() -> None:
     (diagnostic,) = Engine(all_rules()).check_source("t.py", source.encode()).diagnostics
     assert "the loop at line 8 iterates `sampler`" in diagnostic.message
     assert "`sampler.sampler.set_epoch(epoch)`" in diagnostic.message
+
+
+@pytest.mark.parametrize(
+    ("name", "fix"),
+    [
+        ("assigned-sampler", {"loop": "8", "statement": "sampler.set_epoch(epoch)"}),
+        # Built under an `if` that holds the loop too: every run of the loop has the sampler.
+        ("sampler-in-the-main-block-with-its-loop", {"loop": "9", "statement": "sampler.set_epoch(epoch)"}),
+        ("sampler-built-in-a-loader-subclass-through-the-base-init", {"loop": "10", "statement": "loader.sampler.set_epoch(epoch)"}),
+        # The sampler exists on one path only: the other leaves None (or the loader's own sampler), with no set_epoch.
+        ("conditional-sampler", None),
+        ("random-sampler-on-one-rank-distributed-sampler-under-a-launcher", None),  # RandomSampler has no set_epoch
+        ("sampler-chosen-in-an-if-else-then-returned-in-a-tuple", None),
+        ("sampler-built-in-a-loader-subclass-old-style-super", None),
+    ],
+)
+def test_fix_is_offered_only_where_every_path_builds_the_sampler(name: str, fix: dict[str, str] | None) -> None:
+    from pitfall_lint.engine import Engine
+    from pitfall_lint.rules import all_rules
+
+    (diagnostic,) = Engine(all_rules()).check_source("t.py", (SETUP + dedent(CASES[name])).encode()).diagnostics
+    assert diagnostic.code == "PFL402"
+    assert (dict(diagnostic.fix.facts) if diagnostic.fix else None) == fix

@@ -276,12 +276,19 @@ def _name_bindings(ctx: FileContext, scope: ast.AST) -> _NameBindings:
         return ctx.memo[key]  # type: ignore[return-value]
     at: dict[int, Position] = {}
     positions: dict[str, list[Position]] = {}
+    bound_by: dict[tuple[str, Position], ast.AST] = {}
     for name, position, node in _binding_positions(scope):
         at.setdefault(id(node), position)
         positions.setdefault(name, []).append(position)
+        bound_by.setdefault((name, position), node)
     for found in positions.values():
         found[:] = sorted(set(found))
     own = {id(n) for n in walk_same_scope(getattr(scope, "body", [])) if isinstance(n, ast.Name)}
+    else_spans = [
+        (_start(n.orelse[0]), _end(n.orelse[-1]))
+        for n in walk_same_scope(getattr(scope, "body", []))
+        if isinstance(n, ast.If) and n.orelse
+    ]
     loads: dict[str, dict[Position, list[ast.Name]]] = {}
     every_load: dict[str, list[ast.Name]] = {}
     for node in ast.walk(scope):
@@ -293,10 +300,33 @@ def _name_bindings(ctx: FileContext, scope: ast.AST) -> _NameBindings:
             # A load in the scope's own code reads the binding before it; one in a nested function runs later.
             at_index = bisect.bisect_left(bound, _start(node)) if id(node) in own else len(bound)
             if at_index:
-                loads.setdefault(node.id, {}).setdefault(bound[at_index - 1], []).append(node)
+                last = bound[at_index - 1]
+                in_else = any(start <= last <= end for start, end in else_spans)  # the cheap look first
+                for position in _reaching(ctx, node, last, bound, bound_by) if in_else else [last]:
+                    loads.setdefault(node.id, {}).setdefault(position, []).append(node)
     found_bindings = _NameBindings(at, loads, every_load)
     ctx.memo[key] = found_bindings
     return found_bindings
+
+
+def _reaching(
+    ctx: FileContext, load: ast.Name, last: Position, bound: list[Position], bound_by: dict[tuple[str, Position], ast.AST]
+) -> list[Position]:
+    """The bindings a load may read: the last one before it, and, where that one is in the `else` of an `if` the
+    load follows, the last one in the `if` branch too (`if distributed: s = DistributedSampler(d) else: s = None`)."""
+    found = [last]
+    for position in found:
+        node = bound_by.get((load.id, position))
+        chain = [*ancestors_of(ctx, node), node] if node is not None else []
+        for statement, child in zip(reversed(chain[:-1]), reversed(chain[1:])):
+            if isinstance(statement, (*FUNCTIONS, ast.ClassDef, ast.Lambda)) or _start(load) < _end(statement):
+                break  # the load is inside this statement: it reads its own branch
+            if isinstance(statement, ast.If) and any(child is item for item in statement.orelse):
+                start, end = _start(statement.body[0]), _end(statement.body[-1])
+                at = bisect.bisect_right(bound, end)
+                if at and bound[at - 1] >= start and bound[at - 1] not in found:
+                    found.append(bound[at - 1])
+    return found
 
 
 def _attribute_loads(ctx: FileContext, cls: ast.AST) -> dict[str, list[ast.Attribute]]:
@@ -409,6 +439,12 @@ def _successors(ctx: FileContext, node: ast.AST, kind: str, flow: Flow) -> list[
         function = _enclosing(ancestors, FUNCTIONS)
         if function is not None:
             found.extend((site, kind) for site in call_sites(ctx, function))  # type: ignore[arg-type]
+    elif isinstance(parent, ast.Tuple) and len(ancestors) > 1 and isinstance(ancestors[-2], ast.Return):
+        function = _enclosing(ancestors, FUNCTIONS)
+        for site in call_sites(ctx, function) if function is not None else ():  # type: ignore[arg-type]
+            target = _unpacked_into(ctx, site, parent, node)
+            if target is not None:
+                store(target_refs(ctx, target, ancestors_of(ctx, site)), kind)
     elif isinstance(parent, ast.Dict) and kind == "sampler":
         for key, value in zip(parent.keys, parent.values):
             if value is node and _is_sampler_key(key):
@@ -420,14 +456,34 @@ def _successors(ctx: FileContext, node: ast.AST, kind: str, flow: Flow) -> list[
     return found
 
 
+def _unpacked_into(ctx: FileContext, site: ast.Call, returned: ast.Tuple, element: ast.AST) -> ast.expr | None:
+    """The target that receives one element of a returned tuple: `loader` in `loader, data = make()`."""
+    ancestors = ancestors_of(ctx, site)
+    assign = ancestors[-1] if ancestors else None
+    if not (isinstance(assign, ast.Assign) and assign.value is site and len(assign.targets) == 1):
+        return None
+    target = assign.targets[0]
+    if not isinstance(target, (ast.Tuple, ast.List)) or len(target.elts) != len(returned.elts):
+        return None
+    if any(isinstance(item, ast.Starred) for item in [*target.elts, *returned.elts]):
+        return None
+    return next(item for item, value in zip(target.elts, returned.elts) if value is element)
+
+
 def _through_call(
     ctx: FileContext, call: ast.Call, node: ast.AST, parent: ast.AST, kind: str, flow: Flow
 ) -> list[tuple[ast.AST, str]]:
+    subclass = _loader_subclass_init(ctx, call)
+    if subclass is not None:
+        if kind == "sampler" and _passes_sampler(call, node, shift=subclass[1]):
+            flow.loaders.append(call)
+            return [(site, "loader") for site in _constructions(ctx, subclass[0])]
+        return []
     if is_data_loader(ctx, call):
         if kind == "kwargs" and isinstance(parent, ast.keyword) and parent.arg is None:
             flow.loaders.append(call)
             return [(call, "loader")]
-        if kind == "sampler" and any(call_argument(call, k, p) is node for k, p in LOADER_SAMPLER_POSITIONS.items()):
+        if kind == "sampler" and _passes_sampler(call, node):
             flow.loaders.append(call)
             return [(call, "loader")]
         return []
@@ -446,6 +502,45 @@ def _through_call(
         # BatchSampler(sampler, ...) and other samplers built on it still draw from it.
         return [(call, kind)]
     return []
+
+
+def _passes_sampler(call: ast.Call, node: ast.AST, shift: int = 0) -> bool:
+    """Whether `node` is the loader's `sampler=` or `batch_sampler=` (`shift`: arguments before the dataset)."""
+    return any(call_argument(call, k, p + shift) is node for k, p in LOADER_SAMPLER_POSITIONS.items())
+
+
+def _loader_subclass_init(ctx: FileContext, call: ast.Call) -> tuple[ast.ClassDef, int] | None:
+    """The DataLoader subclass whose `__init__` makes this call to DataLoader's: `super().__init__(dataset, ...)`,
+    `super(Loader, self).__init__(...)` or `DataLoader.__init__(self, dataset, ...)` (then 1: the instance comes
+    first). None when it is none, or when the class calls set_epoch itself (its `__iter__` owns the epochs)."""
+    if not (isinstance(call.func, ast.Attribute) and call.func.attr == "__init__"):
+        return None
+    owner = call.func.value
+    by_super = isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "super"
+    if not by_super and _qualified(ctx, owner) not in DATA_LOADERS:
+        return None
+    ancestors = ancestors_of(ctx, call)
+    method = _method_self(ancestors)
+    function = _enclosing(ancestors, FUNCTIONS)
+    if method is None or function is None or function.name != "__init__":  # type: ignore[attr-defined]
+        return None
+    cls = method[0]
+    if not any(_qualified(ctx, base) in DATA_LOADERS for base in cls.bases):
+        return None
+    if any(isinstance(n, ast.Call) and is_set_epoch(n) for n in ast.walk(cls)):
+        return None
+    return cls, 0 if by_super else 1
+
+
+def _constructions(ctx: FileContext, cls: ast.ClassDef) -> list[ast.Call]:
+    """The calls of this file that build an instance of the class: `Loader(...)`."""
+    return [site for site in _calls_by_name(ctx)[0].get(cls.name, []) if cls in _classes_called(ctx, site)]
+
+
+def _classes_called(ctx: FileContext, call: ast.Call) -> list[ast.ClassDef]:
+    if not isinstance(call.func, ast.Name):
+        return []
+    return [item for item in _definitions(ctx).get(call.func.id, []) if isinstance(item, ast.ClassDef)]
 
 
 def _is_sampler_wrapper(call: ast.Call) -> bool:

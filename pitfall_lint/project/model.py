@@ -433,6 +433,22 @@ class ProjectModel:
 
         return self._memoised(("module-class", path, name), compute)  # type: ignore[return-value]
 
+    def derives_from(self, path: str, ref: str, base: str) -> bool:
+        """Whether the project class that `ref` (spelled in `path`) names has `base`, a class from outside the
+        project, as a base, itself or through its project bases (`class Engine(Accelerator)`)."""
+        symbol = self.resolve(path, ref)
+        if symbol[0] != "class":
+            return False
+
+        def compute() -> bool:
+            for class_path, class_name in self._class_ancestors(symbol[1], symbol[2]):
+                facts = self._class_facts(class_path, class_name)
+                if facts is not None and any(self._external_name(class_path, spelled) == base for spelled in facts.bases):
+                    return True
+            return False
+
+        return self._memoised(("derives-from", symbol[1], symbol[2], base), compute)  # type: ignore[return-value]
+
     def _external_name(self, path: str, ref: str) -> str:
         symbol = self.resolve(path, ref)
         return symbol[1] if symbol[0] == "external" else ""
@@ -1105,6 +1121,7 @@ _QUESTIONS = {
     "compiled-wrap": "compiled_wrap",
     "wrapper-reach": "wrapper_reach",
     "holds-parameters": "holds_parameters",
+    "derives-from": "derives_from",
     "callers-restricted": "callers_restricted",
     "has-callers": "has_callers",
     "named-elsewhere": "named_elsewhere",
@@ -1187,6 +1204,10 @@ class ProjectView:
         """For a class this file names (`ref` as the file spells it after its imports)."""
         return self._ask("holds-parameters", self.path, ref)  # type: ignore[return-value]
 
+    def derives_from(self, ref: str, base: str) -> bool:
+        """For a class this file names (`ref` as the file spells it after its imports)."""
+        return self._ask("derives-from", self.path, ref, base)  # type: ignore[return-value]
+
     def callers_restricted(self, function: Definition, ancestors: Sequence[ast.AST]) -> Evidence | None:
         return self._ask("callers-restricted", self.path, definition_name(function, ancestors))  # type: ignore[return-value]
 
@@ -1241,7 +1262,7 @@ class _OfflineView(ProjectView):
     online = False
     _ALONE: dict[str, object] = {
         "module-class": False, "methods": {}, "has-callers": False, "named-elsewhere": True, "one-node": False,
-        "launches": [],
+        "launches": [], "derives-from": False,
     }
 
     def _ask(self, question: str, *arguments: object) -> object:

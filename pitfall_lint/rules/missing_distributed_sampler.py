@@ -11,6 +11,10 @@ from pitfall_lint.analysis.distributed import (
     sets_up_distributed,
     uses_tensor_parallelism,
 )
+from pitfall_lint.analysis.loader_frameworks import (
+    loader_sharding_framework,
+    torchtnt_distributes,
+)
 from pitfall_lint.analysis.ranks import depends_on_rank, is_restricted_to_one_rank
 from pitfall_lint.analysis.samplers import (
     DATA_LOADERS,
@@ -61,8 +65,8 @@ class MissingDistributedSampler(Rule):
         severity="warning",
         verifiable=True,
     )
-    # DataLoader, in a file that sets_up_distributed() could recognise, not through Lightning alone.
-    triggers = (("DataLoader",), NON_LIGHTNING_DISTRIBUTED_TRIGGERS)
+    # DataLoader, in a file that sets_up_distributed() could recognise (not through Lightning alone) or torchtnt's.
+    triggers = (("DataLoader",), (*NON_LIGHTNING_DISTRIBUTED_TRIGGERS, "torchtnt"))
     subscriptions = (ast.Call,)
 
     def __init__(self, ctx: FileContext) -> None:
@@ -75,7 +79,9 @@ class MissingDistributedSampler(Rule):
             self._loaders.append((node, list(self.ctx.ancestors)))
 
     def finish(self) -> None:
-        if not self._loaders or not sets_up_distributed(self.ctx) or uses_loader_framework(self.ctx):
+        if not self._loaders or not (sets_up_distributed(self.ctx) or torchtnt_distributes(self.ctx)):
+            return
+        if uses_loader_framework(self.ctx) or loader_sharding_framework(self.ctx):
             return
         if uses_tensor_parallelism(self.ctx):  # the ranks of a tensor-parallel group must read the same batches
             return

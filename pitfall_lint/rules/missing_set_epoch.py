@@ -104,6 +104,8 @@ class MissingSetEpoch(Rule):
                 epoch = loop.target.id if isinstance(loop, ast.For) and isinstance(loop.target, ast.Name) else None
                 if not self._reachable_from(loop, spelling):
                     epoch = None  # the loop is in a caller that knows the loader by another name: no fix
+                if self._built_on_one_path(sampler, loop):
+                    epoch = None  # the other path leaves None or another sampler, without set_epoch: no fix
                 self.report(
                     sampler,
                     f"`DistributedSampler` shuffles, but the loop at line {loop.lineno} iterates `{ast.unparse(use)}` "
@@ -117,6 +119,17 @@ class MissingSetEpoch(Rule):
         """Whether the spelling's first name is bound where the loop runs (`self`, a parameter, an assignment)."""
         function = enclosing_function(ancestors_of(self.ctx, loop))
         return bindings(function, self.ctx.tree).is_bound_before(spelling.partition(".")[0], loop.lineno)
+
+    def _built_on_one_path(self, sampler: ast.Call, loop: Loop) -> bool:
+        """Whether the loop also runs where the sampler is not built: `if distributed: sampler = DistributedSampler(...)`
+        or `DistributedSampler(...) if distributed else None` with the loop after the branch (not inside it)."""
+        chain = [*ancestors_of(self.ctx, sampler), sampler]
+        for parent, child in zip(reversed(chain[:-1]), reversed(chain[1:])):
+            if isinstance(parent, FUNCTIONS):
+                return False
+            if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test and not _within(self.ctx, loop, parent):
+                return True
+        return False
 
     def _for_evaluation(self, sampler: ast.Call) -> bool:
         """Evaluation data (`val_sampler = ...`, `DistributedSampler(test_set)`): its order does not matter."""
