@@ -1,4 +1,4 @@
-"""PFL404 rank-seeding: rank-dependent DistributedSampler seeds, and one constant seed for random augmentation."""
+"""PFL404 rank-seeding: rank-dependent DistributedSampler seeds, and one seed on every rank for random augmentation."""
 
 from __future__ import annotations
 
@@ -73,16 +73,109 @@ GLOBAL_SEED_CASES = {
         SEED = 42
         def main():
             random.seed(SEED)  # expect: PFL404
-            np.random.seed(SEED)  # expect: PFL404
+            np.random.seed(SEED)
+    """,
+    # One finding for the file's seeding: that of torch's generator, which the DataLoader's workers are seeded from.
+    "torch-seeding-reported-once": """
+        random.seed(args.seed)
+        np.random.seed(args.seed)
+        torch.manual_seed(args.seed)  # expect: PFL404
+        torch.manual_seed(args.seed + 1)
     """,
     "local-constant": """
         def main():
             seed = 7
             torch.manual_seed(seed)  # expect: PFL404
     """,
-    # Not flagged: not a constant, not the global generator, or seeded per rank somewhere.
+    # The same value on every rank without being a literal: a configured seed, and what is given one.
     "seed-from-arguments": """
+        torch.manual_seed(args.seed)  # expect: PFL404
+    """,
+    "configured-seed-attribute": """
+        random.seed(cfg.SEED)  # expect: PFL404
+    """,
+    "configured-seed-key": """
+        np.random.seed(config["seed"])  # expect: PFL404
+    """,
+    "configured-seed-converted-and-offset": """
+        torch.manual_seed(int(cfg.TRAIN.seed) + 1)  # expect: PFL404
+    """,
+    "variable-given-the-configured-seed": """
+        def main(args):
+            seed = args.seed
+            torch.manual_seed(seed)  # expect: PFL404
+    """,
+    "parameter-given-the-configured-seed": """
+        def train(model, seed):
+            torch.manual_seed(seed)  # expect: PFL404
+        train(None, args.seed)
+        train(None, seed=7)
+    """,
+    # Library seeders that seed every rank alike.
+    "transformers-seeder": """
+        import transformers
+        transformers.set_seed(args.seed)  # expect: PFL404
+    """,
+    "accelerate-seeder": """
+        from accelerate.utils import set_seed
+        set_seed(42, device_specific=False)  # expect: PFL404
+    """,
+    "mmengine-seeder": """
+        from mmengine.runner import set_random_seed
+        set_random_seed(cfg.seed, deterministic=True)  # expect: PFL404
+    """,
+    "timm-seeder-without-the-rank": """
+        from timm.utils import random_seed
+        random_seed(42)  # expect: PFL404
+    """,
+    # Not flagged: not the same on every rank as far as the file tells, not the global generator, or seeded per rank
+    # somewhere.
+    "parameter-given-the-rank": """
+        def train(seed):
+            torch.manual_seed(seed)
+        train(rank)
+        torch.manual_seed(args.seed)  # expect: PFL404
+    """,
+    "parameter-never-given-here": """
+        def train(seed):
+            torch.manual_seed(seed)
+        torch.manual_seed(args.seed)  # expect: PFL404
+    """,
+    "seed-computed-at-run-time": """
+        import time
+        torch.manual_seed(time.time_ns())
+        random.seed(args.base + 1)
+        torch.manual_seed(args.seed)  # expect: PFL404
+    """,
+    "configured-seed-plus-the-rank-in-place": """
+        args.seed += dist.get_rank()
         torch.manual_seed(args.seed)
+        torch.manual_seed(0)
+    """,
+    "seed-variable-from-the-configured-seed-and-the-rank": """
+        import utils
+        seed = args.seed + utils.get_rank()
+        torch.manual_seed(seed)
+    """,
+    "library-seeders-adding-the-rank": """
+        from accelerate.utils import set_seed
+        set_seed(args.seed, device_specific=True)
+        torch.manual_seed(0)
+    """,
+    "mmengine-seeder-adding-the-rank": """
+        from mmengine.runner import set_random_seed
+        set_random_seed(cfg.seed, False, True)
+        torch.manual_seed(0)
+    """,
+    "timm-seeder-given-the-rank": """
+        from timm.utils import random_seed
+        random_seed(args.seed, args.rank)
+        torch.manual_seed(0)
+    """,
+    "torchtune-seeder-adds-the-rank-itself": """
+        from torchtune import training
+        training.set_seed(seed=args.seed)
+        torch.manual_seed(0)
     """,
     "cuda-generator": """
         torch.cuda.manual_seed_all(0)
@@ -107,6 +200,24 @@ GLOBAL_SEED_CASES = {
     "generator": """
         torch.manual_seed(0)
         loader = DataLoader(dataset, generator=torch.Generator().manual_seed(rank))
+    """,
+    "seeded-in-the-process-that-spawns-the-ranks": """
+        import torch.multiprocessing as mp
+        def worker(index, args):
+            pass
+        def main(args):
+            torch.manual_seed(args.seed)
+            mp.spawn(worker, nprocs=2, args=(args,))
+        if __name__ == "__main__":
+            random.seed(0)
+            mp.spawn(worker, nprocs=2, args=(None,))
+    """,
+    "seeded-in-the-spawned-ranks": """
+        import torch.multiprocessing as mp
+        def worker(index, args):
+            torch.manual_seed(args.seed)  # expect: PFL404
+        def main(args):
+            mp.spawn(worker, nprocs=2, args=(args,))
     """,
     "tensor-parallel-ranks-need-one-seed": """
         from torch.distributed.device_mesh import init_device_mesh
@@ -149,7 +260,18 @@ def test_random_augmentation_is_recognised(augmentation: str) -> None:
         "import torch\nfrom torchvision import transforms\naug = transforms.RandomCrop(32)\ntorch.manual_seed(0)\n",
         # Lightning seeds its workers per rank itself.
         DDP_SETUP + AUGMENTATION + "import lightning as L\ntorch.manual_seed(0)\n",
+        # One process that only copies torchrun's variable into its arguments (a JAX script that shards on devices).
+        "import os\nimport torch\nfrom torchvision import transforms\nlocal_rank = int(os.environ.get('LOCAL_RANK', -1))\n"
+        "aug = transforms.RandomCrop(32)\ntorch.manual_seed(0)\n",
     ],
 )
 def test_global_seed_not_flagged(source: str) -> None:
     assert_marks(source)
+
+
+def test_a_distributed_sampler_is_enough_to_tell_several_ranks_load_data() -> None:
+    assert_marks(
+        "import os\nimport torch\nfrom torch.utils.data import DistributedSampler\nfrom torchvision import transforms\n"
+        "local_rank = int(os.environ['LOCAL_RANK'])\naug = transforms.RandomCrop(32)\nsampler = DistributedSampler(data)\n"
+        "torch.manual_seed(0)  # expect: PFL404\n"
+    )
