@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from textwrap import dedent
 
 import pytest
 
 from marks import assert_marks
+from test_projects import check
 
 DDP_SETUP = """
 import os
@@ -111,6 +113,20 @@ GLOBAL_SEED_CASES = {
         train(None, args.seed)
         train(None, seed=7)
     """,
+    # Global seeding through a helper of the file: reported where it is called, with the value given.
+    "helper-of-the-file": """
+        def fix_random_seeds(seed=31):
+            torch.manual_seed(seed)
+            torch.cuda.manual_seed_all(seed)
+            np.random.seed(seed)
+        fix_random_seeds(args.seed)  # expect: PFL404
+    """,
+    "helper-of-the-file-with-its-default": """
+        def seed_everything(seed=31):
+            random.seed(seed)
+            torch.manual_seed(seed)
+        seed_everything()  # expect: PFL404
+    """,
     # Library seeders that seed every rank alike.
     "transformers-seeder": """
         import transformers
@@ -156,6 +172,20 @@ GLOBAL_SEED_CASES = {
         import utils
         seed = args.seed + utils.get_rank()
         torch.manual_seed(seed)
+    """,
+    "helper-adding-the-rank-itself": """
+        def set_seed(seed):
+            seed += dist.get_rank()
+            torch.manual_seed(seed)
+        set_seed(args.seed)
+        torch.manual_seed(0)
+    """,
+    "helper-given-the-rank": """
+        def seed_all_rng(seed):
+            torch.manual_seed(seed)
+            random.seed(seed)
+        seed_all_rng(args.seed + rank)
+        torch.manual_seed(0)
     """,
     "library-seeders-adding-the-rank": """
         from accelerate.utils import set_seed
@@ -275,3 +305,114 @@ def test_a_distributed_sampler_is_enough_to_tell_several_ranks_load_data() -> No
         "local_rank = int(os.environ['LOCAL_RANK'])\naug = transforms.RandomCrop(32)\nsampler = DistributedSampler(data)\n"
         "torch.manual_seed(0)  # expect: PFL404\n"
     )
+
+
+UTILS = """
+    import random
+    import numpy as np
+    import torch
+
+
+    def fix_random_seeds(seed=31):
+        torch.manual_seed(seed)
+        torch.cuda.manual_seed_all(seed)
+        np.random.seed(seed)
+
+
+    def seed_per_rank(seed):
+        seed += torch.distributed.get_rank()
+        torch.manual_seed(seed)
+        random.seed(seed)
+"""
+
+# Scripts that seed through a helper of another module, and augment at random in their own code.
+HELPER_PROJECT = {
+    "utils.py": UTILS,
+    "main_helper.py": """
+        import torch.distributed as dist
+        from torchvision import transforms
+
+        import utils
+
+
+        def main(args):
+            dist.init_process_group("nccl")
+            utils.fix_random_seeds(args.seed)
+            return transforms.RandomResizedCrop(224)
+    """,
+    # Through an alias without `seed` in it, with a literal.
+    "main_alias.py": """
+        import torch.distributed as dist
+        from torchvision import transforms
+
+        from utils import fix_random_seeds as fix
+
+        dist.init_process_group("nccl")
+        fix(0)
+        augment = transforms.RandomHorizontalFlip()
+    """,
+    # Quiet: the helper adds the rank itself, which a later literal seed does not undo for the data's seeds.
+    "main_per_rank.py": """
+        import torch
+        import torch.distributed as dist
+        from torchvision import transforms
+
+        import utils
+
+        dist.init_process_group("nccl")
+        utils.seed_per_rank(42)
+        torch.manual_seed(0)
+        augment = transforms.RandomHorizontalFlip()
+    """,
+    # Quiet: the rank is added where the helper is called.
+    "main_seed_plus_rank.py": """
+        import torch.distributed as dist
+        from torchvision import transforms
+
+        import utils
+
+        dist.init_process_group("nccl")
+        utils.fix_random_seeds(1 + dist.get_rank())
+        augment = transforms.RandomHorizontalFlip()
+    """,
+}
+
+
+def _pfl404(document: dict) -> list[dict]:
+    return [d for d in document["diagnostics"] if d["code"] == "PFL404"]
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    (root / "pyproject.toml").write_text("")
+    for name, source in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(dedent(source).lstrip())
+
+
+def _checked(root: Path) -> list[dict]:
+    """The project's PFL404 findings, each file checked alone (as pre-commit does) getting the same."""
+    whole = _pfl404(check("--no-cache", cwd=root))
+    for path in sorted({d["path"] for d in whole}):
+        assert _pfl404(check("--no-cache", path, cwd=root)) == [d for d in whole if d["path"] == path]
+    return whole
+
+
+def test_seeding_helpers_of_another_module(tmp_path: Path) -> None:
+    _write(tmp_path, HELPER_PROJECT)
+    whole = _checked(tmp_path)
+    assert {(d["path"], d["line"]) for d in whole} == {("main_helper.py", 9), ("main_alias.py", 7)}
+    (helper,) = [d for d in whole if d["path"] == "main_helper.py"]
+    assert helper["message"] == (
+        "`utils.fix_random_seeds(args.seed)` gives every rank the same random stream (which seeds the global "
+        "generators with its `seed` at utils.py:6), so random augmentation and the DataLoader workers' seeds repeat "
+        "across ranks; add the rank to the seed used for data, e.g. `seed + rank`"
+    )
+    assert helper["related"] == [{"path": "utils.py", "line": 6, "message": "which seeds the global generators with its `seed`"}]
+
+
+def test_a_cached_finding_goes_when_the_helper_starts_adding_the_rank(tmp_path: Path) -> None:
+    _write(tmp_path, {name: HELPER_PROJECT[name] for name in ("utils.py", "main_helper.py")})
+    assert [(d["path"], d["line"]) for d in _pfl404(check("main_helper.py", cwd=tmp_path))] == [("main_helper.py", 9)]
+    helper = tmp_path / "utils.py"
+    helper.write_text(helper.read_text().replace("def fix_random_seeds(seed=31):\n", "def fix_random_seeds(seed=31):\n    seed += torch.distributed.get_rank()\n"))
+    assert _pfl404(check("main_helper.py", cwd=tmp_path)) == []

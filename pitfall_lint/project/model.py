@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Literal
 from pitfall_lint.analysis.distributed import SPAWNERS, may_set_up_distributed, sets_up_distributed
 from pitfall_lint.analysis.modules import EXPORTED, is_torch_module_name
 from pitfall_lint.analysis.scopes import definition_name
+from pitfall_lint.analysis.seeding import PER_RANK
 from pitfall_lint.analysis.wrappers import same_checkpoint
 from pitfall_lint.project.dependencies import declared_floor, manifests, read_manifest
 from pitfall_lint.project.layout import Layout
@@ -817,6 +818,20 @@ class ProjectModel:
             return False
         return self._memoised(("holds-parameters", *cls), compute)  # type: ignore[return-value]
 
+    def seeding_helper(self, path: str, ref: str) -> list | None:
+        """How the project function that `ref` (spelled in `path`) seeds the global generators: ["per-rank"] when it
+        adds the rank itself, else ["as-given", parameter, position, path, line] (the parameter it seeds them with);
+        None when it names no function that seeds them."""
+        symbol = self.resolve(path, ref)
+        summary = self.summary(symbol[1]) if symbol[0] == "function" else None
+        found = [seeding for seeding in summary.seeders if seeding[0] == symbol[2]] if summary else []
+        if not found:
+            return None
+        if any(how == PER_RANK for _, how, _, _ in found):
+            return [PER_RANK]
+        _, how, parameter, position = found[0]
+        return [how, parameter, position, self.display(symbol[1]), self._definitions(symbol[1]).functions[symbol[2]]]
+
     def _call_sites(self, path: str, name: str) -> list[tuple[str, CallSite]]:
         """Every call of the function `name` of `path`, in the files whose bytes hold its name."""
 
@@ -1091,6 +1106,7 @@ _QUESTIONS = {
     "one-node": "runs_on_one_node",
     "spawned-signature": "spawned_signature",
     "framework-floor": "framework_floor",
+    "seeding-helper": "seeding_helper",
 }
 
 Question = tuple[str, tuple, object]  # (question, arguments, answer)
@@ -1205,6 +1221,10 @@ class ProjectView:
     def framework_floor(self, distribution: str) -> list[int] | None:
         """The lowest version of a framework the project's dependency files admit, None when unknown."""
         return self._ask("framework-floor", distribution)  # type: ignore[return-value]
+
+    def seeding_helper(self, ref: str) -> list | None:
+        """For a function this file calls (`ref` as the file spells it after its imports): see ProjectModel's."""
+        return self._ask("seeding-helper", self.path, ref)  # type: ignore[return-value]
 
 
 Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef

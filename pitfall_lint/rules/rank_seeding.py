@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pitfall_lint.analysis.distributed import NON_LIGHTNING_DISTRIBUTED_TRIGGERS, SPAWNERS, starts_process_group
-from pitfall_lint.analysis.evidence import snippet
+from pitfall_lint.analysis.evidence import cite, snippet
 from pitfall_lint.analysis.ranks import ancestors_of, depends_on_rank
 from pitfall_lint.analysis.samplers import (
     DISTRIBUTED_SAMPLERS,
@@ -24,6 +25,7 @@ from pitfall_lint.analysis.seeding import (
     GLOBAL_SEEDERS,
     LIBRARY_SEED_PARAMETER,
     LIBRARY_SEEDERS,
+    PER_RANK,
     RANDOM_TRANSFORMS,
     RANK_ADDING_SEEDERS,
     TORCHVISION_TRANSFORMS,
@@ -58,6 +60,7 @@ class RankSeeding(Rule):
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._global_seeds: list[_Seeding] = []
+        self._helper_calls: list[tuple[ast.Call, str, list[ast.AST]]] = []  # calls of what may be a project seeder
         self._library_seeds_per_rank = False  # a library seeder that adds the rank was called
         self._shards_data = False  # a DistributedSampler gives each rank its part of the data
 
@@ -85,16 +88,24 @@ class RankSeeding(Rule):
                 self._library_seeds_per_rank = True  # `set_seed(seed, device_specific=True)` adds the rank
             elif not has_unpacked_arguments(node):
                 self._global_seeds.append(_Seeding(node, call_argument(node, *LIBRARY_SEED_PARAMETER), list(self.ctx.ancestors)))
+        elif qualified is not None and _SEED_WORD.search(qualified.rpartition(".")[2]):
+            self._helper_calls.append((node, qualified, list(self.ctx.ancestors)))
 
     def finish(self) -> None:
-        if not self._global_seeds or self._library_seeds_per_rank:
+        if not (self._global_seeds or self._helper_calls) or self._library_seeds_per_rank:
             return
         if not (self._shards_data or starts_process_group(self.ctx)) or uses_loader_framework(self.ctx):
             return
         if self._seeds_per_rank() or self._shares_data_across_ranks():
             return
+        helpers = self._helper_seedings()
+        if any(seeding.per_rank for seeding in helpers):
+            return
+        # A helper of this file is reported where it is called, with the value given, not at its own seeding call.
+        called = {seeding.helper[1] for seeding in helpers if seeding.helper and os.path.abspath(seeding.helper[0]) == os.path.abspath(self.ctx.path)}
+        seedings = [s for s in self._global_seeds if getattr(enclosing_function(s.ancestors), "lineno", None) not in called] + helpers
         shared = [
-            s for s in self._global_seeds
+            s for s in seedings
             if (s.seed is None or self._same_on_every_rank(s.seed, s.ancestors)) and not self._seeds_before_spawning(s.ancestors)
         ]
         if not shared:
@@ -104,10 +115,12 @@ class RankSeeding(Rule):
         # One finding for the file's one mistake: the seeding of torch's generator, which the DataLoader draws its
         # workers' seeds from, else the first.
         seeding = min(shared, key=lambda s: (not s.seeds_torch, s.call.lineno, s.call.col_offset))
+        helper, helper_at = cite(self.ctx, seeding.helper, f"which seeds the global generators with its `{seeding.parameter}`")
         self.report(
             seeding.call,
-            f"`{snippet(seeding.call)}` gives every rank the same random stream, so random augmentation and the "
-            f"DataLoader workers' seeds repeat across ranks; add the rank to the seed used for data, e.g. `seed + rank`",
+            f"`{snippet(seeding.call)}` gives every rank the same random stream{helper}, so random augmentation and "
+            f"the DataLoader workers' seeds repeat across ranks; add the rank to the seed used for data, e.g. `seed + rank`",
+            related=helper_at,
         )
 
     def _seeds_before_spawning(self, ancestors: Sequence[ast.AST]) -> bool:
@@ -121,6 +134,22 @@ class RankSeeding(Rule):
             isinstance(node, ast.Call) and self.ctx.qualified_name(node.func, ancestors_of(self.ctx, node)) in SPAWNERS
             for node in ast.walk(scope)
         )
+
+    def _helper_seedings(self) -> list[_Seeding]:
+        """The calls of project functions that seed the global generators: with the argument given for the parameter
+        they seed with (None: its default, fixed where the function is defined), or per rank."""
+        found = []
+        for call, ref, ancestors in self._helper_calls:
+            answer = self.ctx.project.seeding_helper(ref)
+            if answer is None or has_unpacked_arguments(call):
+                continue
+            if answer[0] == PER_RANK:
+                found.append(_Seeding(call, None, ancestors, per_rank=True))
+                continue
+            _, parameter, position, path, line = answer
+            seed = call_argument(call, parameter, position if position >= 0 else None)
+            found.append(_Seeding(call, seed, ancestors, helper=[path, line], parameter=parameter))
+        return found
 
     def _augments_at_random(self) -> bool:
         """A torchvision Random* transform (or another random policy) is used in this file."""
@@ -205,7 +234,10 @@ class _Seeding:
     call: ast.Call
     seed: ast.expr | None
     ancestors: list[ast.AST]
-    seeds_torch: bool = True  # torch's generator among others (every library seeder seeds it)
+    per_rank: bool = False  # a project helper that adds the rank itself
+    helper: list | None = None  # [path, line] of the project helper called
+    parameter: str = ""  # the helper's parameter that seeds
+    seeds_torch: bool = True  # torch's generator among others (every helper and library seeder seeds it)
 
 
 def _call_name(call: ast.Call) -> str:
