@@ -416,3 +416,120 @@ def test_a_cached_finding_goes_when_the_helper_starts_adding_the_rank(tmp_path: 
     helper = tmp_path / "utils.py"
     helper.write_text(helper.read_text().replace("def fix_random_seeds(seed=31):\n", "def fix_random_seeds(seed=31):\n    seed += torch.distributed.get_rank()\n"))
     assert _pfl404(check("main_helper.py", cwd=tmp_path)) == []
+
+
+# Scripts whose DataLoader gets its dataset, or the dataset its transform, from a class or function of another module.
+DATASET_PROJECT = {
+    "utils.py": UTILS,
+    "data/multicrop.py": """
+        import torchvision.transforms as transforms
+        from torchvision import datasets
+
+
+        class MultiCropDataset(datasets.ImageFolder):
+            def __init__(self, path, size):
+                super().__init__(path)
+                self.trans = transforms.Compose([transforms.RandomResizedCrop(size), transforms.ToTensor()])
+
+
+        class CenterCropDataset(datasets.ImageFolder):
+            def __init__(self, path, size):
+                super().__init__(path)
+                self.trans = transforms.Compose([transforms.CenterCrop(size), transforms.ToTensor()])
+    """,
+    "augment.py": """
+        from torchvision import transforms
+
+
+        def color_distortion(s=1.0):
+            return transforms.RandomApply([transforms.ColorJitter(0.8 * s, 0.8 * s, 0.8 * s, 0.2 * s)], p=0.8)
+
+
+        class Augmentation:
+            def __init__(self):
+                self.distort = color_distortion()
+
+            def __call__(self, image):
+                return self.distort(image)
+    """,
+    "flips.py": """
+        import albumentations as A
+
+
+        def build():
+            return A.Compose([A.HorizontalFlip(), A.Normalize()])
+    """,
+    # SwAV's shape: seeded alike through the helper, augmented by the dataset class of another module.
+    "main_swav.py": """
+        import torch.distributed as dist
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        import utils
+        from data.multicrop import MultiCropDataset
+
+
+        def main(args):
+            dist.init_process_group("nccl")
+            utils.fix_random_seeds(args.seed)
+            dataset = MultiCropDataset(args.data, 224)
+            return DataLoader(dataset, sampler=DistributedSampler(dataset))
+    """,
+    # The transform given to the dataset is a project class that calls a project function.
+    "main_transform.py": """
+        import torch
+        import torch.distributed as dist
+        from torch.utils.data import DataLoader
+        from torchvision import datasets
+
+        from augment import Augmentation
+
+        dist.init_process_group("nccl")
+        torch.manual_seed(0)
+        loader = DataLoader(datasets.ImageFolder("data", transform=Augmentation()))
+    """,
+    # albumentations, built by a function of another module, through two local variables.
+    "main_albumentations.py": """
+        import torch
+        import torch.distributed as dist
+        from torch.utils.data import DataLoader
+        from torchvision import datasets
+
+        from flips import build
+
+
+        def main(cfg):
+            dist.init_process_group("nccl")
+            torch.manual_seed(cfg.SEED)
+            transform = build()
+            train = datasets.ImageFolder(cfg.data, transform=transform)
+            return DataLoader(train)
+    """,
+    # Quiet: the dataset class used is deterministic (its module's other class is not).
+    "main_center_crop.py": """
+        import torch.distributed as dist
+        from torch.utils.data import DataLoader
+
+        import utils
+        from data.multicrop import CenterCropDataset
+
+        dist.init_process_group("nccl")
+        utils.fix_random_seeds(1)
+        loader = DataLoader(CenterCropDataset("data", 224))
+    """,
+}
+
+
+def test_random_augmentation_of_another_module(tmp_path: Path) -> None:
+    _write(tmp_path, DATASET_PROJECT)
+    whole = _checked(tmp_path)
+    assert {(d["path"], d["line"]) for d in whole} == {("main_swav.py", 10), ("main_transform.py", 9), ("main_albumentations.py", 11)}
+    (swav,) = [d for d in whole if d["path"] == "main_swav.py"]
+    assert swav["message"] == (
+        "`utils.fix_random_seeds(args.seed)` gives every rank the same random stream (which seeds the global "
+        "generators with its `seed` at utils.py:6), so random augmentation (RandomResizedCrop at data/multicrop.py:8) "
+        "and the DataLoader workers' seeds repeat across ranks; add the rank to the seed used for data, e.g. `seed + rank`"
+    )
+    assert swav["related"] == [
+        {"path": "utils.py", "line": 6, "message": "which seeds the global generators with its `seed`"},
+        {"path": "data/multicrop.py", "line": 8, "message": "RandomResizedCrop"},
+    ]

@@ -49,11 +49,23 @@ RANDOM_TRANSFORMS = frozenset(
 )
 TORCHVISION_TRANSFORMS = "torchvision.transforms"
 
+# Every transform of these libraries draws at random (a flip with p=0.5 ...) but these, which only reshape or convert.
+_AUGMENTATION_LIBRARIES = ("albumentations.", "kornia.augmentation.")
+_DETERMINISTIC = frozenset(
+    {
+        "Compose", "Normalize", "Resize", "CenterCrop", "PadIfNeeded", "LongestMaxSize", "SmallestMaxSize", "ToTensorV2",
+        "ToFloat", "FromFloat", "Crop", "Denormalize", "PadTo", "AugmentationSequential",
+    }
+)
+
 
 def is_random_transform(qualified: str) -> bool:
-    """A call that builds a transform drawing at random: torchvision's `Random*` (and ColorJitter, RandAugment, ...)."""
+    """A call that builds a transform drawing at random: torchvision's `Random*` (and ColorJitter, RandAugment, ...),
+    or one of albumentations' or kornia.augmentation's that does more than resize, crop the centre or convert."""
     head, _, last = qualified.rpartition(".")
-    return head.startswith(TORCHVISION_TRANSFORMS) and (last.startswith("Random") or last in RANDOM_TRANSFORMS)
+    if head.startswith(TORCHVISION_TRANSFORMS):
+        return last.startswith("Random") or last in RANDOM_TRANSFORMS
+    return qualified.startswith(_AUGMENTATION_LIBRARIES) and last not in _DETERMINISTIC
 
 
 def helper_seeding(ctx: FileContext, call: ast.Call, ancestors: Sequence[ast.AST]) -> tuple[str, str, int] | None:

@@ -7,6 +7,7 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pitfall_lint.analysis.distributed import NON_LIGHTNING_DISTRIBUTED_TRIGGERS, SPAWNERS, starts_process_group
 from pitfall_lint.analysis.evidence import cite, snippet
@@ -18,6 +19,7 @@ from pitfall_lint.analysis.samplers import (
     call_sites,
     has_unpacked_arguments,
     is_constant,
+    is_data_loader,
     uses_loader_framework,
 )
 from pitfall_lint.analysis.scopes import enclosing_function, is_main_guard, local_value, module_assignments, statements_in
@@ -35,8 +37,11 @@ from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import Rule
 
+if TYPE_CHECKING:
+    from pitfall_lint.project.model import Evidence
+
 _AUGMENTATION_IMPORTS = ("albumentations", "kornia.augmentation")  # every name of theirs draws at random, or nearly
-_MAX_TRACE = 3  # assignments and arguments followed back from a seed
+_MAX_TRACE = 3  # assignments and arguments followed back from a seed or a dataset
 _SEED_WORD = re.compile(r"seed", re.IGNORECASE)
 _OTHER_GENERATORS = frozenset({"random.seed", "numpy.random.seed"})
 _SHARED_DATA_CALLS = frozenset({"init_device_mesh", "DeviceMesh", "parallelize_module", "context_parallel"})
@@ -110,17 +115,20 @@ class RankSeeding(Rule):
         ]
         if not shared:
             return
-        if not self._augments_at_random():
+        augmentation: Evidence | None = [] if self._augments_at_random() else self._loader_augmentation()
+        if augmentation is None:
             return
+        augmented, augmented_at = cite(self.ctx, augmentation, augmentation[2] if augmentation else "")
         # One finding for the file's one mistake: the seeding of torch's generator, which the DataLoader draws its
         # workers' seeds from, else the first.
         seeding = min(shared, key=lambda s: (not s.seeds_torch, s.call.lineno, s.call.col_offset))
         helper, helper_at = cite(self.ctx, seeding.helper, f"which seeds the global generators with its `{seeding.parameter}`")
         self.report(
             seeding.call,
-            f"`{snippet(seeding.call)}` gives every rank the same random stream{helper}, so random augmentation and "
-            f"the DataLoader workers' seeds repeat across ranks; add the rank to the seed used for data, e.g. `seed + rank`",
-            related=helper_at,
+            f"`{snippet(seeding.call)}` gives every rank the same random stream{helper}, so random augmentation"
+            f"{augmented} and the DataLoader workers' seeds repeat across ranks; add the rank to the seed used for "
+            f"data, e.g. `seed + rank`",
+            related=helper_at + augmented_at,
         )
 
     def _seeds_before_spawning(self, ancestors: Sequence[ast.AST]) -> bool:
@@ -173,6 +181,32 @@ class RankSeeding(Rule):
             if qualified.startswith(TORCHVISION_TRANSFORMS) and is_random_transform(qualified):
                 return True
         return False
+
+    def _loader_augmentation(self) -> Evidence | None:
+        """Where a project class or function that builds a DataLoader's dataset (or its transform) draws random
+        augmentation: the dataset class of another module, `transform=` a project class, through local variables."""
+        for node in ast.walk(self.ctx.tree):
+            if not (isinstance(node, ast.Call) and _call_name(node) == "DataLoader" and is_data_loader(self.ctx, node)):
+                continue
+            dataset = call_argument(node, "dataset", 0)
+            for ref in self._built_by(dataset, ancestors_of(self.ctx, node)) if dataset is not None else ():
+                found = self.ctx.project.random_augmentation(ref)
+                if found is not None:
+                    return found
+        return None
+
+    def _built_by(self, value: ast.expr, ancestors: Sequence[ast.AST], depth: int = 0) -> list[str]:
+        """The names of the calls that build a value and its arguments, through a few local variables."""
+        if isinstance(value, ast.Name) and depth < _MAX_TRACE:
+            assigned = _assigned(self.ctx, value, ancestors)
+            return self._built_by(assigned, ancestors, depth + 1) if isinstance(assigned, ast.expr) else []
+        if not isinstance(value, ast.Call):
+            return []
+        qualified = self.ctx.qualified_name(value.func, ancestors)
+        found = [qualified] if qualified is not None else []
+        for argument in [*value.args, *(k.value for k in value.keywords)]:
+            found += self._built_by(argument, ancestors, depth)
+        return found
 
     def _shares_data_across_ranks(self) -> bool:
         """Tensor or context parallelism: ranks of one group must draw the same batch, so one seed is right."""
