@@ -163,6 +163,12 @@ def sets_up_distributed(ctx: FileContext) -> bool:
     return bool(distributed_setups(ctx))
 
 
+def starts_process_group(ctx: FileContext) -> bool:
+    """A set-up that makes this file's processes train together (a process group, DDP, FSDP, a framework's launch),
+    not only a read of torchrun's variables, which one-process scripts copy into their arguments too."""
+    return any(kind != _LAUNCHER_ENVIRONMENT for kind, _ in distributed_setups(ctx))
+
+
 def barrier_call(ctx: FileContext) -> str:
     """The barrier to advise in this file: that of the framework that set the run up, else torch.distributed's."""
     return next((_FRAMEWORK_BARRIERS[kind] for kind, _ in distributed_setups(ctx) if kind in _FRAMEWORK_BARRIERS), "dist.barrier()")

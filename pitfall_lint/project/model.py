@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Literal
 from pitfall_lint.analysis.distributed import SPAWNERS, may_set_up_distributed, sets_up_distributed
 from pitfall_lint.analysis.modules import EXPORTED, is_torch_module_name
 from pitfall_lint.analysis.scopes import definition_name
+from pitfall_lint.analysis.seeding import PER_RANK, is_random_transform
 from pitfall_lint.analysis.wrappers import same_checkpoint
 from pitfall_lint.project.dependencies import declared_floor, manifests, read_manifest
 from pitfall_lint.project.layout import Layout
@@ -833,6 +834,58 @@ class ProjectModel:
             return False
         return self._memoised(("holds-parameters", *cls), compute)  # type: ignore[return-value]
 
+    def seeding_helper(self, path: str, ref: str) -> list | None:
+        """How the project function that `ref` (spelled in `path`) seeds the global generators: ["per-rank"] when it
+        adds the rank itself, else ["as-given", parameter, position, path, line] (the parameter it seeds them with);
+        None when it names no function that seeds them."""
+        symbol = self.resolve(path, ref)
+        summary = self.summary(symbol[1]) if symbol[0] == "function" else None
+        found = [seeding for seeding in summary.seeders if seeding[0] == symbol[2]] if summary else []
+        if not found:
+            return None
+        if any(how == PER_RANK for _, how, _, _ in found):
+            return [PER_RANK]
+        _, how, parameter, position = found[0]
+        return [how, parameter, position, self.display(symbol[1]), self._definitions(symbol[1]).functions[symbol[2]]]
+
+    def random_augmentation(self, path: str, ref: str) -> Evidence | None:
+        """Where the project class or function that `ref` (spelled in `path`) names builds a transform that draws at
+        random, in its own code (a class's methods and those of its project bases) or in the project code it calls a
+        few calls deep: [path, line, transform]; None when it names neither or builds none."""
+        symbol = self.resolve(path, ref)
+        return self._random_augmentation(symbol, 0) if symbol[0] in ("class", "function") else None
+
+    def _random_augmentation(self, definition: Symbol, depth: int) -> Evidence | None:
+        def compute() -> Evidence | None:
+            kind, path, name = definition
+            owners = self._class_ancestors(path, name) if kind == "class" else [(path, name)]
+            for owner_path, owner in owners:
+                by_caller = self._calls_by_caller(owner_path)
+                sites = [site for caller in by_caller if caller == owner or caller.startswith(owner + ".") for site in by_caller[caller]]
+                for site in sites:
+                    if is_random_transform(site.callee):
+                        return [self.display(owner_path), site.line, site.callee.rpartition(".")[2]]
+                for site in sites if depth < _MAX_DEPTH else ():
+                    called = self.resolve(owner_path, site.callee)
+                    if called[0] in ("class", "function") and called != definition:
+                        found = self._random_augmentation(called, depth + 1)
+                        if found is not None:
+                            return found
+            return None
+
+        return self._memoised(("random-augmentation", definition, depth), compute)  # type: ignore[return-value]
+
+    def _calls_by_caller(self, path: str) -> dict[str, list[CallSite]]:
+        """A file's call sites by the scope path of the calling function ("" at module level)."""
+
+        def compute() -> dict[str, list[CallSite]]:
+            found: dict[str, list[CallSite]] = {}
+            for site in (self.summary(path) or FileSummary()).calls:
+                found.setdefault(site.caller, []).append(site)
+            return found
+
+        return self._memoised(("calls-by-caller", path), compute)  # type: ignore[return-value]
+
     def _call_sites(self, path: str, name: str) -> list[tuple[str, CallSite]]:
         """Every call of the function `name` of `path`, in the files whose bytes hold its name."""
 
@@ -1133,6 +1186,8 @@ _QUESTIONS = {
     "one-node": "runs_on_one_node",
     "spawned-signature": "spawned_signature",
     "framework-floor": "framework_floor",
+    "seeding-helper": "seeding_helper",
+    "random-augmentation": "random_augmentation",
 }
 
 Question = tuple[str, tuple, object]  # (question, arguments, answer)
@@ -1251,6 +1306,14 @@ class ProjectView:
     def framework_floor(self, distribution: str) -> list[int] | None:
         """The lowest version of a framework the project's dependency files admit, None when unknown."""
         return self._ask("framework-floor", distribution)  # type: ignore[return-value]
+
+    def seeding_helper(self, ref: str) -> list | None:
+        """For a function this file calls (`ref` as the file spells it after its imports): see ProjectModel's."""
+        return self._ask("seeding-helper", self.path, ref)  # type: ignore[return-value]
+
+    def random_augmentation(self, ref: str) -> Evidence | None:
+        """For a class or function this file calls (`ref` as the file spells it after its imports)."""
+        return self._ask("random-augmentation", self.path, ref)  # type: ignore[return-value]
 
 
 Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef

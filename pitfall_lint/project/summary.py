@@ -22,6 +22,7 @@ from pitfall_lint.analysis.modules import creates_parameters, method_kind, same_
 from pitfall_lint.analysis.one_node import OneNodeReader
 from pitfall_lint.analysis.ranks import depends_on_rank, is_locally_restricted
 from pitfall_lint.analysis.scopes import FUNCTIONS, decorator_names, definition_name, enclosing_function, local_value, scope_path, self_name
+from pitfall_lint.analysis.seeding import GLOBAL_SEEDERS, helper_seeding
 from pitfall_lint.analysis.wrapper_backward import wrap_takes_part_in_backward
 from pitfall_lint.analysis.wrappers import (
     checkpoint_key,
@@ -33,7 +34,7 @@ from pitfall_lint.analysis.wrappers import (
 from pitfall_lint.context import FileContext
 from pitfall_lint.traversal import Handler, traverse
 
-FORMAT = 14  # bump when a field changes: cached summaries of another format are computed afresh
+FORMAT = 15  # bump when a field changes: cached summaries of another format are computed afresh
 
 UNKNOWN = "?"  # a wrapped or returned module whose class cannot be told from the source
 _DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.data_parallel"})
@@ -136,6 +137,9 @@ class FileSummary:
     # module-level `from` import of the project binds, which an `__init__.py` re-exports), "star" (`from .x import *`:
     # the name is the module, as spelled).
     exports: tuple[tuple[str, int, str], ...] = ()
+    # (function, how, parameter, position) of each module-level function that seeds torch's, numpy's or random's
+    # global generator: "as-given" with that parameter, or "per-rank" (parameter "", position -1) with the rank added
+    seeders: tuple[tuple[str, str, str, int], ...] = ()
 
     def to_row(self) -> list[object]:
         """Plain lists for the JSON cache."""
@@ -145,7 +149,7 @@ class FileSummary:
     def from_row(row: list) -> FileSummary:
         if row[0] != FORMAT:
             raise ValueError("another summary format")
-        classes, functions, imports, returns, calls, wraps, distributed, spawns, saves, signatures, one_node, bare_loads, exports = row[1:]
+        classes, functions, imports, returns, calls, wraps, distributed, spawns, saves, signatures, one_node, bare_loads, exports, seeders = row[1:]
 
         def pairs(rows: list) -> tuple[tuple[Any, Any], ...]:
             return tuple((a, b) for a, b in rows)
@@ -173,6 +177,7 @@ class FileSummary:
             one_node=pairs(one_node),
             bare_loads=pairs(bare_loads),
             exports=tuple((name, line, how) for name, line, how in exports),
+            seeders=tuple((function, how, parameter, position) for function, how, parameter, position in seeders),
         )
 
 
@@ -338,6 +343,7 @@ class _Builder:
         self.saves: list[tuple[str, int]] = []
         self.bare_loads: list[tuple[str, int]] = []
         self.setups: list[tuple[str, int]] = []
+        self.seeders: list[tuple[str, str, str, int]] = []
         # Calls on one side of an `if` that may be a launch-mode switch: (index in `calls`, call, ancestors).
         self.mode_switched: list[tuple[int, ast.Call, list[ast.AST]]] = []
         # A module-level function or a method of a module-level class (what can be started in a process), with
@@ -465,6 +471,10 @@ class _Builder:
             key = loaded_checkpoint(ctx, node.args[0], ancestors, node.lineno)
             if key is not None and wrapper_receiving(ctx, node, ancestors) is None and not restores_training_state(ctx, node, ancestors):
                 self.bare_loads.append((key, node.lineno))
+        elif qualified in GLOBAL_SEEDERS:
+            seeding = helper_seeding(ctx, node, ancestors)
+            if seeding is not None:
+                self.seeders.append((caller, *seeding))
         elif qualified:
             framework = _framework_wrap(qualified, node, reader, ancestors)
             if framework is not None:
@@ -560,6 +570,7 @@ class _Builder:
             one_node=(("", True),) * one_node.whole_file + tuple(sorted(one_node.functions.items())),
             bare_loads=tuple(self.bare_loads),
             exports=tuple(_exports(ctx)),
+            seeders=tuple(dict.fromkeys(self.seeders)),
         )
 
 
