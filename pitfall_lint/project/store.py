@@ -36,23 +36,48 @@ def write_json_atomically(folder: Path, name: str, document: object) -> None:
 
 class SummaryStore:
     """Summary rows by content key; `None` as the folder keeps them in memory only. Read on the first use: a warm
-    run whose results all hold never needs a summary."""
+    run whose results all hold never needs a summary.
+
+    Beside them, each file's stamp: its size and time of change when it was last read, with what was read then (its
+    content key, facts of its bytes). While a file keeps its stamp, a run knows its key without reading it: the
+    cost of a warm run, or of one file changed, no longer grows with the bytes of the whole project."""
 
     def __init__(self, folder: Path | None) -> None:
         self._folder = folder
-        self._name = f"summaries-{hashlib.blake2b(f'{__version__}/{FORMAT}'.encode(), digest_size=8).hexdigest()}.json"
+        tag = hashlib.blake2b(f"{__version__}/{FORMAT}".encode(), digest_size=8).hexdigest()
+        self._name = f"summaries-{tag}.json"
+        self._stamps_name = f"stamps-{tag}.json"
         self._loaded: dict[str, list] | None = None if folder is not None else {}
+        self._loaded_stamps: dict[str, list] | None = None if folder is not None else {}
         self._dirty = False
+        self._stamps_dirty = False
+
+    def _read(self, name: str) -> dict[str, list]:
+        assert self._folder is not None
+        try:
+            found = json.loads((self._folder / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}  # no cache yet, or an unreadable one: start afresh
+        return found if isinstance(found, dict) else {}
 
     @property
     def _rows(self) -> dict[str, list]:
         if self._loaded is None:
-            assert self._folder is not None
-            try:
-                self._loaded = json.loads((self._folder / self._name).read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                self._loaded = {}  # no cache yet, or an unreadable one: start afresh
+            self._loaded = self._read(self._name)
         return self._loaded
+
+    @property
+    def stamps(self) -> dict[str, list]:
+        """[size, time of change in ns, content key, facts...] by absolute path; the model adds to it through
+        `stamp`."""
+        if self._loaded_stamps is None:
+            self._loaded_stamps = self._read(self._stamps_name)
+        return self._loaded_stamps
+
+    def stamp(self, path: str, stamp: list) -> None:
+        if self.stamps.get(path) != stamp:
+            self.stamps[path] = stamp
+            self._stamps_dirty = True
 
     @property
     def keeps(self) -> bool:
@@ -69,9 +94,11 @@ class SummaryStore:
             self._dirty = True
 
     def save(self) -> None:
-        if self._dirty and self._folder is not None:
-            try:
-                write_json_atomically(self._folder, self._name, self._rows)
-            except OSError:
-                pass  # a read-only checkout simply gets no cache
-            self._dirty = False
+        if self._folder is not None:
+            for dirty, name, document in ((self._dirty, self._name, self._loaded), (self._stamps_dirty, self._stamps_name, self._loaded_stamps)):
+                if dirty:
+                    try:
+                        write_json_atomically(self._folder, name, document)
+                    except OSError:
+                        pass  # a read-only checkout simply gets no cache
+        self._dirty = self._stamps_dirty = False
