@@ -18,6 +18,7 @@ from dataclasses import astuple, dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from pitfall_lint.analysis.distributed import SPAWNERS, may_set_up_distributed, sets_up_distributed
+from pitfall_lint.analysis.evidence import WRAPPED_ITSELF, WRAPPED_UNKNOWN, Evidence, WrapperKind
 from pitfall_lint.analysis.modules import EXPORTED, is_torch_module_name
 from pitfall_lint.analysis.scopes import definition_name
 from pitfall_lint.analysis.wrappers import same_checkpoint
@@ -32,8 +33,6 @@ if TYPE_CHECKING:
 
 DataParallelMode = Literal["auto", "always", "never"]
 DATA_PARALLEL_MODES: tuple[DataParallelMode, ...] = ("auto", "always", "never")
-# (path, line, what) of the place that proves a fact; empty when the fact rests on no place (a setting).
-Evidence = list
 # What can name a function or a module: a name asked about that is not one (`01_train`) is in no file.
 _IDENTIFIER = re.compile(rb"[A-Za-z_]\w*")
 # A file changed this lately is read again next time: a second change within the same tick of the file system's clock
@@ -92,12 +91,8 @@ Symbol = tuple[str, ...]  # ("class" | "function", path, scope path), ("external
 _UNKNOWN: Symbol = ("unknown",)
 
 
-WrapperKind = Literal["DataParallel", "DistributedDataParallel"]
 # The kinds of WrapSite that are not nn.DataParallel, whatever the framework.
 _DISTRIBUTED_WRAPS = frozenset({"DistributedDataParallel", "FullyShardedDataParallel"})
-# How evidence of a reach names the class that holds the module: "" when the module is the wrapped one (or a base
-# class of it), "?" when the wrap's module could not be told from the source.
-WRAPPED_ITSELF, WRAPPED_UNKNOWN = "", "?"
 
 
 @dataclass(frozen=True)
