@@ -21,6 +21,7 @@ GITIGNORE = ".gitignore"
 # ripgrep's and Ruff's file of patterns for tools, not git: it overrides a .gitignore, whatever their depths.
 IGNORE = ".ignore"
 _GROUP_NAME = re.compile(r"\(\?P<\w+>")  # `(?P<ps_d>` in the expressions pathspec writes
+_IN_ANY_FOLDER = "^(?:.+/)?"
 
 
 @dataclass(frozen=True)
@@ -37,9 +38,18 @@ class _Patterns:
     @classmethod
     def of(cls, spec: GitIgnoreSpec) -> _Patterns:
         patterns = [p for p in spec.patterns if p.include is not None and p.regex is not None]
-        # Each expression names its group alike: unnamed, they can stand side by side.
-        joined = "|".join(f"(?:{_GROUP_NAME.sub('(?:', p.regex.pattern)})" for p in patterns)
-        return cls(spec, re.compile(joined) if patterns else None, any(not p.include for p in patterns))
+        # Each expression names its group alike: unnamed, they can stand side by side. Most match in any folder
+        # (`^(?:.+/)?name`): that start written once lets one try of each folder of the path serve them all.
+        anywhere, others = [], []
+        for pattern in patterns:
+            body = _GROUP_NAME.sub("(?:", pattern.regex.pattern)
+            if body.startswith(_IN_ANY_FOLDER):
+                anywhere.append(f"(?:{body.removeprefix(_IN_ANY_FOLDER)})")
+            else:
+                others.append(f"(?:{body})")
+        if anywhere:
+            others.append(f"{_IN_ANY_FOLDER}(?:{'|'.join(anywhere)})")
+        return cls(spec, re.compile("|".join(others)) if patterns else None, any(not p.include for p in patterns))
 
     def below(self, name: str) -> _Patterns:
         return _Patterns(self.spec, self.joined, self.takes_back, f"{self.where}{name}/")
