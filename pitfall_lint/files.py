@@ -206,7 +206,7 @@ def _walk(folder: str, excluder: Excluder, warn: Warn, documents: list[str] | No
             elif documents is not None and is_launch_document(name) and not excluder.matches(entry.path) and entry.is_file():
                 # Read, never checked: git is not asked about a document in a folder it keeps (asking it for each
                 # document made the walk a third slower on diffusers).
-                documents.append(str(Path(entry.path)))
+                documents.append(prefix + name)
         pending.extend(reversed(subdirectories))  # depth first, in name order
 
 
