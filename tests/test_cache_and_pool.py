@@ -235,3 +235,32 @@ def test_one_changed_file_reads_no_other_file_of_a_warm_project(tmp_path: Path, 
     age(train, 20)
     assert check("model.py") == []
     assert sorted(set(opened)) == ["model.py", "train.py"]
+
+def test_one_changed_file_writes_the_shard_of_its_summary_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The summaries are kept in shards by the first two digits of their content key: a run that summarises one
+    changed file writes that shard, not the summaries of the whole project."""
+    from pitfall_lint.project import store
+
+    (tmp_path / "pyproject.toml").write_text("")
+    for index in range(40):  # enough classes that their summaries fill many shards
+        (tmp_path / f"net{index}.py").write_text(f"import torch.nn as nn\n\n\nclass Net{index}(nn.Module):\n    pass\n")
+    model = tmp_path / "model.py"
+    model.write_text(
+        "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self) -> None:\n        super().__init__()\n"
+        "        self.lin = nn.Linear(8, 8)\n        self.seen = 0\n\n    def forward(self, x):\n        self.seen += 1\n"
+        "        return self.lin(x)\n"
+    )
+    (tmp_path / "train.py").write_text(
+        "import torch.nn as nn\nfrom model import Net\n" + "".join(f"from net{i} import Net{i}\n" for i in range(40))
+        + "\nmodel = nn.DataParallel(Net())\n" + "".join(f"other{i} = nn.DataParallel(Net{i}())\n" for i in range(40))
+    )
+    monkeypatch.chdir(tmp_path)
+    assert check() == [("model.py", "PFL104", 11)]
+    assert len(list((tmp_path / FOLDER).glob("summaries-*.json"))) > 10
+    model.write_text(model.read_text() + "# edited\n")
+    written: list[str] = []
+    real_write = store.write_json_atomically
+    monkeypatch.setattr(store, "write_json_atomically", lambda folder, name, document: written.append(name) or real_write(folder, name, document))
+    assert check("model.py") == [("model.py", "PFL104", 11)]
+    shard = store.content_key(model.read_bytes())[:2]
+    assert [name.rpartition("-")[2] for name in written if name.startswith("summaries-")] == [f"{shard}.json"]

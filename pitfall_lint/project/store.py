@@ -35,8 +35,10 @@ def write_json_atomically(folder: Path, name: str, document: object) -> None:
 
 
 class SummaryStore:
-    """Summary rows by content key; `None` as the folder keeps them in memory only. Read on the first use: a warm
-    run whose results all hold never needs a summary.
+    """Summary rows by content key; `None` as the folder keeps them in memory only. The rows are kept in shards, one
+    file per first two digits of the key, each read on its first use and written only when it gained a row: a run
+    that needs a few summaries (one file changed) reads and writes a few shards, not the summaries of the whole
+    project; a warm run whose results all hold reads none.
 
     Beside them, each file's stamp: its size and time of change when it was last read, with what was read then (its
     content key, facts of its bytes). While a file keeps its stamp, a run knows its key without reading it: the
@@ -45,26 +47,27 @@ class SummaryStore:
     def __init__(self, folder: Path | None) -> None:
         self._folder = folder
         tag = hashlib.blake2b(f"{__version__}/{FORMAT}".encode(), digest_size=8).hexdigest()
-        self._name = f"summaries-{tag}.json"
+        self._prefix = f"summaries-{tag}-"
         self._stamps_name = f"stamps-{tag}.json"
-        self._loaded: dict[str, list] | None = None if folder is not None else {}
+        self._shards: dict[str, dict[str, list]] = {}
+        self._dirty: set[str] = set()
         self._loaded_stamps: dict[str, list] | None = None if folder is not None else {}
-        self._dirty = False
         self._stamps_dirty = False
 
     def _read(self, name: str) -> dict[str, list]:
-        assert self._folder is not None
+        if self._folder is None:
+            return {}
         try:
             found = json.loads((self._folder / name).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return {}  # no cache yet, or an unreadable one: start afresh
         return found if isinstance(found, dict) else {}
 
-    @property
-    def _rows(self) -> dict[str, list]:
-        if self._loaded is None:
-            self._loaded = self._read(self._name)
-        return self._loaded
+    def _shard(self, key: str) -> tuple[str, dict[str, list]]:
+        name = key[:2]
+        if name not in self._shards:
+            self._shards[name] = self._read(f"{self._prefix}{name}.json")
+        return name, self._shards[name]
 
     @property
     def stamps(self) -> dict[str, list]:
@@ -85,20 +88,24 @@ class SummaryStore:
         return self._folder is not None
 
     def get(self, key: str) -> list | None:
-        return self._rows.get(key)
+        return self._shard(key)[1].get(key)
 
     def put_all(self, rows: dict[str, list]) -> None:
-        new = {k: v for k, v in rows.items() if k not in self._rows}
-        if new:
-            self._rows.update(new)
-            self._dirty = True
+        for key, row in rows.items():
+            name, shard = self._shard(key)
+            if key not in shard:
+                shard[key] = row
+                self._dirty.add(name)
 
     def save(self) -> None:
         if self._folder is not None:
-            for dirty, name, document in ((self._dirty, self._name, self._loaded), (self._stamps_dirty, self._stamps_name, self._loaded_stamps)):
-                if dirty:
-                    try:
-                        write_json_atomically(self._folder, name, document)
-                    except OSError:
-                        pass  # a read-only checkout simply gets no cache
-        self._dirty = self._stamps_dirty = False
+            documents = [(f"{self._prefix}{name}.json", self._shards[name]) for name in sorted(self._dirty)]
+            if self._stamps_dirty:
+                documents.append((self._stamps_name, self.stamps))
+            for name, document in documents:
+                try:
+                    write_json_atomically(self._folder, name, document)
+                except OSError:
+                    break  # a read-only checkout simply gets no cache
+        self._dirty.clear()
+        self._stamps_dirty = False
