@@ -86,6 +86,13 @@ _BYTE_FACTS: dict[str, Callable[[bytes], bool]] = {
     "may-set-up-distributed": may_set_up_distributed,
 }
 _FACT_NAMES = list(_BYTE_FACTS)
+# What a stamp holds of a file's status: its size, its time of change, and the time its status changed (which no tool
+# can set back, as `touch -r` or a copy that keeps the times sets the time of change); its content key follows.
+_KEY = 3
+
+
+def _status(status: os.stat_result) -> tuple[int, int, int]:
+    return status.st_size, status.st_mtime_ns, status.st_ctime_ns
 
 Symbol = tuple[str, ...]  # ("class" | "function", path, scope path), ("external", ref) or ("unknown",)
 _UNKNOWN: Symbol = ("unknown",)
@@ -150,7 +157,7 @@ class ProjectModel:
         self._memo: dict[tuple, object] = {}
         self._scans = 0  # words searched for in the files' bytes, before every file's identifiers are listed
         self._fresh: dict[str, list] = {}
-        self._read_as: dict[str, tuple[int, int]] = {}  # size and time of change of each file read from disk
+        self._read_as: dict[str, tuple[int, int, int]] = {}  # the _status of each file read from disk, as it was read
         self._stamps: dict[str, list | None] = {}  # each stamp looked at, None where it no longer holds
         self._started = time.time_ns()
 
@@ -174,21 +181,21 @@ class ProjectModel:
                 with open(path, "rb") as handle:
                     status = os.fstat(handle.fileno())  # before the read: a change after it shows in the next stamp
                     self._contents[path] = handle.read()
-                self._read_as[path] = (status.st_size, status.st_mtime_ns)
+                self._read_as[path] = _status(status)
             except OSError:
                 self._contents[path] = None
         return self._contents[path]
 
     def _stamp(self, path: str) -> list | None:
-        """The file's stamp while it still holds (its size and time of change unchanged): [size, time, content key,
-        then each of _BYTE_FACTS]; None when the file must be read."""
+        """The file's stamp while it still holds (its _status unchanged): [*status, content key, then each of
+        _BYTE_FACTS]; None when the file must be read."""
         if path in self._contents or not self._store.keeps:
             return None
         if path not in self._stamps:
             stamp = self._store.stamps.get(path)
             try:
                 status = os.stat(path)
-                holds = isinstance(stamp, list) and len(stamp) == 3 + len(_BYTE_FACTS) and stamp[:2] == [status.st_size, status.st_mtime_ns]
+                holds = isinstance(stamp, list) and len(stamp) == _KEY + 1 + len(_BYTE_FACTS) and stamp[:_KEY] == [*_status(status)]
             except OSError:
                 holds = False
             self._stamps[path] = stamp if holds else None
@@ -198,7 +205,7 @@ class ProjectModel:
         """Stamp a file read from disk, unless it changed so lately that a change within the same tick of the clock
         could follow unseen (git's racy files)."""
         read_as = self._read_as.get(path)
-        if read_as is not None and self._store.keeps and read_as[1] < self._started - _RACY_NS:
+        if read_as is not None and self._store.keeps and read_as[1] < self._started - _RACY_NS:  # its time of change
             stamp = [*read_as, key, *(test(data) for test in _BYTE_FACTS.values())]
             self._store.stamp(path, stamp)
             self._stamps[path] = stamp
@@ -228,8 +235,8 @@ class ProjectModel:
             return self._keys[path]
         stamp = self._stamp(path)
         if stamp is not None:
-            self._keys[path] = stamp[2]
-            return stamp[2]
+            self._keys[path] = stamp[_KEY]
+            return stamp[_KEY]  # type: ignore[no-any-return]
         data = self._content(path)
         if data is None:
             return None
@@ -241,7 +248,7 @@ class ProjectModel:
         """One of _BYTE_FACTS of the file: from its stamp while it holds, else from its bytes."""
         stamp = self._stamp(path)
         if stamp is not None:
-            return stamp[3 + _FACT_NAMES.index(fact)]  # type: ignore[no-any-return]
+            return stamp[_KEY + 1 + _FACT_NAMES.index(fact)]  # type: ignore[no-any-return]
         data = self._content(path)
         if data is None:
             return False

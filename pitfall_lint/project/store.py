@@ -71,8 +71,8 @@ class SummaryStore:
 
     @property
     def stamps(self) -> dict[str, list]:
-        """[size, time of change in ns, content key, facts...] by absolute path; the model adds to it through
-        `stamp`."""
+        """[size, times of change in ns, content key, facts...] by absolute path (see the project model); the model
+        adds to it through `stamp`."""
         if self._loaded_stamps is None:
             self._loaded_stamps = self._read(self._stamps_name)
         return self._loaded_stamps
