@@ -1,15 +1,18 @@
-"""pitfall-lint's static check against its peers on real corpora, run side by side as whole processes.
+"""pitfall-lint's static check against Ruff, every case of the speed table in one run, side by side as whole processes.
 
-    python bench/static_bench.py [--runs 5] [--torchfix-runs 1 (0: skip TorchFix)] CORPUS_DIR...
+    python bench/static_bench.py [--runs 5] [--torchfix-runs 1 (0: skip TorchFix)] [--one-file NAME=PATH] CORPUS_DIR...
 
-For each corpus, every round runs, one after the other: pitfall-lint cold (--no-cache), pitfall-lint
-warm (its cache filled, nothing changed), pitfall-lint on one changed file (the pre-commit case: a copy of
-the project with a warm cache, where the round appends a comment to the file first; the file is the median
-one by size of those in the corpus's own project that import torch), `ruff check --select ALL --no-cache` and `torchfix` (slow: its own,
-smaller number of rounds). pitfall-lint's bytecode is compiled first, as an installed package has it. Prints medians,
-min/max, each process's peak memory, and the ratios pitfall-lint cold / peer. Peers are not
-dependencies of pitfall-lint: `pip install ruff torchfix` first. Corpora are repositories fetched
-for measurement (never committed); pass their folders. Nothing here asserts a time.
+Every round runs each command once, one after the other (the tools alternate, so that a machine that slows down slows
+both): `pitfall-lint --version` and a file holding `x = 1` in a project of its own (start-up, beside Python's own);
+then for each corpus pitfall-lint cold (--no-cache), warm (its cache filled, nothing changed) and on one changed file
+(the pre-commit case: in a copy of the project with a warm cache, the round appends a comment to the file and checks
+it from the project's root; the file is the median by size of those of the corpus's own project that import torch,
+or the one `--one-file CORPUS_NAME=RELATIVE_PATH` names), each beside `ruff check --select ALL --no-cache` on the same
+files, and `torchfix` (slow: its own, smaller number of rounds). pitfall-lint's bytecode is compiled first, as an
+installed package has it. Prints the medians of wall and CPU time (the process and the workers it waited for), the
+peak memory (the largest of those processes), and the ratios pitfall-lint / Ruff. Peers are not dependencies of
+pitfall-lint: `pip install ruff torchfix` first. Corpora are repositories fetched for measurement (never
+committed); pass their folders. Nothing here asserts a time.
 """
 
 from __future__ import annotations
@@ -23,16 +26,23 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
-def run(command: list[str], cwd: str) -> tuple[float, float]:
-    """Wall seconds and peak resident memory (MiB) of the process and the children it waited for."""
+@dataclass
+class Sample:
+    wall: float
+    cpu: float  # user and system time of the process and of the children it waited for (the workers)
+    peak: float  # MiB: the largest resident set among them
+
+
+def run(command: list[str], cwd: str | Path) -> Sample:
     started = time.perf_counter()
     process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _, status, usage = os.wait4(process.pid, 0)
     process.returncode = os.waitstatus_to_exitcode(status)
-    return time.perf_counter() - started, usage.ru_maxrss / 1024
+    return Sample(time.perf_counter() - started, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)
 
 
 def typical_file(corpus: Path) -> Path:
@@ -54,47 +64,91 @@ def tool(name: str) -> str:
     return found
 
 
-def bench(corpus: Path, runs: int, torchfix_runs: int) -> None:
-    files = list(corpus.rglob("*.py"))
-    lines = sum(p.read_bytes().count(b"\n") for p in files)
-    one = typical_file(corpus)
-    lint = tool("pitfall-lint")
-    commands = {
-        "pitfall-lint cold": [lint, "check", "--no-cache", "--exit-zero", str(corpus)],
-        "pitfall-lint warm": [lint, "check", "--exit-zero", str(corpus)],
-        "pitfall-lint one file": [],  # in the copy, see below
-        "ruff --select ALL": [tool("ruff"), "check", "--select", "ALL", "--no-cache", "--isolated", "--exit-zero", str(corpus)],
-    }
-    if torchfix_runs:
-        commands["torchfix"] = [tool("torchfix"), str(corpus)]
-    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
-    with tempfile.TemporaryDirectory() as scratch, tempfile.TemporaryDirectory() as copy_folder:
-        # The warm caches live here, not in the corpus; the copy is where the one file changes.
-        copy = Path(copy_folder) / corpus.name
-        shutil.copytree(corpus, copy, ignore=shutil.ignore_patterns(".git"))
-        changed = copy / one.relative_to(corpus)
-        commands["pitfall-lint one file"] = [lint, "check", "--exit-zero", str(changed)]
-        run(commands["pitfall-lint warm"], scratch)
-        run([lint, "check", "--exit-zero", str(copy)], scratch)
+@dataclass
+class Case:
+    """One row of the table: pitfall-lint's command and Ruff's beside it (None: no counterpart), where they run, and
+    what to do before each round's run (the pre-commit edit)."""
+
+    name: str
+    ours: list[str]
+    ruff: list[str] | None
+    cwd: Path
+    before: Path | None = None  # the file a round appends a comment to first
+    samples: dict[str, list[Sample]] = field(default_factory=lambda: {"ours": [], "ruff": []})
+
+
+def _median(samples: list[Sample], what: str) -> float:
+    return statistics.median(getattr(s, what) for s in samples)
+
+
+def report(cases: list[Case], python_start: list[Sample]) -> None:
+    print(f"\nPython's own start-up (`python -c pass`): {_median(python_start, 'wall'):.3f} s")
+    header = (f"{'case':<48} {'runs':>4} {'wall s':>7} {'CPU s':>6} {'MiB':>5} | {'ruff wall':>9} {'CPU s':>6} {'MiB':>5}"
+              f" | {'ratio wall':>10} {'CPU':>5}")
+    print(header)
+    print("-" * len(header))
+    for case in cases:
+        ours, theirs = case.samples["ours"], case.samples["ruff"]
+        wall, cpu, peak = _median(ours, "wall"), _median(ours, "cpu"), max(s.peak for s in ours)
+        line = f"{case.name:<48} {len(ours):>4} {wall:>7.3f} {cpu:>6.2f} {peak:>5.0f} |"
+        if theirs:
+            ruff_wall, ruff_cpu = _median(theirs, "wall"), _median(theirs, "cpu")
+            line += (f" {ruff_wall:>9.3f} {ruff_cpu:>6.2f} {max(s.peak for s in theirs):>5.0f} |"
+                     f" {wall / ruff_wall:>10.2f} {cpu / ruff_cpu if ruff_cpu else float('nan'):>5.2f}")
+        else:
+            line += f" {'-':>9} {'-':>6} {'-':>5} | {'-':>10} {'-':>5}"
+        print(line)
+
+
+def bench(corpora: list[Path], runs: int, torchfix_runs: int, one_files: dict[str, str]) -> None:
+    lint, ruff = tool("pitfall-lint"), tool("ruff")
+    ruff_all = [ruff, "check", "--select", "ALL", "--no-cache", "--isolated", "--exit-zero"]
+    with tempfile.TemporaryDirectory() as scratch_folder:
+        scratch = Path(scratch_folder)
+        alone = scratch / "alone"  # a file no rule triggers on, in a project of its own
+        alone.mkdir()
+        (alone / "pyproject.toml").write_text("")
+        (alone / "x.py").write_text("x = 1\n")
+        cases = [
+            Case("--version", [lint, "--version"], [ruff, "--version"], scratch),
+            Case("a file holding `x = 1`, project of its own", [lint, "check", "x.py"], [*ruff_all, "x.py"], alone),
+        ]
+        torchfix: list[Case] = []
+        for corpus in corpora:
+            files = list(corpus.rglob("*.py"))
+            lines = sum(p.read_bytes().count(b"\n") for p in files)
+            one = corpus / one_files[corpus.name] if corpus.name in one_files else typical_file(corpus)
+            print(f"{corpus.name}: {len(files)} files, {lines} lines; one file: {one.relative_to(corpus)}")
+            # The warm cache lives in the scratch folder, not in the corpus; the copy is where the one file changes.
+            copy = scratch / "copies" / corpus.name
+            shutil.copytree(corpus, copy, ignore=shutil.ignore_patterns(".git", ".pitfall_lint_cache"))
+            relative = str(one.relative_to(corpus))
+            cases += [
+                Case(f"{corpus.name} cold (--no-cache)", [lint, "check", "--no-cache", "--exit-zero", str(corpus)], [*ruff_all, str(corpus)], scratch),
+                Case(f"{corpus.name} warm (nothing changed)", [lint, "check", "--exit-zero", str(corpus)], None, scratch),
+                Case(f"{corpus.name} one changed file, warm cache", [lint, "check", "--exit-zero", relative], [*ruff_all, relative], copy, copy / relative),
+            ]
+            if torchfix_runs:
+                torchfix.append(Case(f"{corpus.name} cold (vs torchfix)", [], [tool("torchfix"), str(corpus)], scratch))
+            run([lint, "check", "--exit-zero", str(corpus)], scratch)  # the caches filled
+            run([lint, "check", "--exit-zero", "."], copy)
+        python_start: list[Sample] = []
         for round_index in range(runs):
-            for name, command in commands.items():
-                if name == "torchfix" and round_index >= torchfix_runs:
-                    continue
-                if name == "pitfall-lint one file":
-                    with changed.open("a", encoding="utf-8") as handle:
+            python_start.append(run([sys.executable, "-c", "pass"], scratch))
+            for case in cases:
+                if case.before is not None:
+                    with case.before.open("a", encoding="utf-8") as handle:
                         handle.write(f"\n# pre-commit round {round_index}\n")
-                samples[name].append(run(command, scratch))
-    print(f"\n{corpus} ({len(files)} files, {lines} lines; one file: {one.relative_to(corpus)})")
-    print(f"{'command':<24} {'runs':>4} {'median s':>9} {'min s':>7} {'max s':>7} {'peak MiB':>9}")
-    for name, values in samples.items():
-        times = [t for t, _ in values]
-        print(f"{name:<24} {len(values):>4} {statistics.median(times):>9.3f} {min(times):>7.3f} {max(times):>7.3f} "
-              f"{max(m for _, m in values):>9.1f}")
-    cold = statistics.median(t for t, _ in samples["pitfall-lint cold"])
-    for peer in ("ruff --select ALL", "torchfix"):
-        if samples.get(peer):
-            peer_time = statistics.median(t for t, _ in samples[peer])
-            print(f"ratio pitfall-lint cold / {peer}: {cold / peer_time:.3f} ({peer_time / cold:.1f}x faster)")
+                case.samples["ours"].append(run(case.ours, case.cwd))
+                if case.ruff is not None:
+                    case.samples["ruff"].append(run(case.ruff, case.cwd))
+            for case in torchfix if round_index < torchfix_runs else ():
+                case.samples["ruff"].append(run(case.ruff, case.cwd))  # type: ignore[arg-type]
+        report(cases, python_start)
+        for case in torchfix:
+            cold = next(c for c in cases if c.name == case.name.replace("(vs torchfix)", "(--no-cache)"))
+            print(f"{case.name}: torchfix {_median(case.samples['ruff'], 'wall'):.3f} s, ratio pitfall-lint / torchfix "
+                  f"{_median(cold.samples['ours'], 'wall') / _median(case.samples['ruff'], 'wall'):.3f}")
 
 
 def compile_package() -> None:
@@ -110,10 +164,12 @@ def main() -> None:
     parser.add_argument("corpora", nargs="+", type=Path)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--torchfix-runs", type=int, default=1, help="rounds that include torchfix (0: leave it out)")
+    parser.add_argument("--one-file", action="append", default=[], metavar="NAME=PATH",
+                        help="the file of corpus NAME (its folder's name) that the pre-commit case changes, relative to it")
     options = parser.parse_args()
+    one_files = dict(item.split("=", 1) for item in options.one_file)
     compile_package()
-    for corpus in options.corpora:
-        bench(corpus.resolve(), options.runs, options.torchfix_runs)
+    bench([corpus.resolve() for corpus in options.corpora], options.runs, options.torchfix_runs, one_files)
 
 
 if __name__ == "__main__":

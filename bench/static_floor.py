@@ -97,7 +97,7 @@ def bench(corpus: Path, runs: int) -> None:
         times: dict[str, list[float]] = {name: [] for name in commands}
         for _ in range(runs):
             for name, command in commands.items():
-                times[name].append(run(command, scratch)[0])
+                times[name].append(run(command, scratch).wall)
     size = sum(os.path.getsize(p) for p in parsed)
     print(f"\n{corpus}: {len(read)} files read, {len(parsed)} parsed ({size / 1e6:.1f} MB)")
     medians = {name: statistics.median(values) for name, values in times.items()}

@@ -3,28 +3,24 @@
 from __future__ import annotations
 
 import functools
-import gc
-import json
 import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
 from pitfall_lint import __version__
-from pitfall_lint.config import Config, ConfigError, ConfigResolver, matches
-from pitfall_lint.diagnostic import PARSE_ERROR, SUPPRESSION_CHECKS, Diagnostic
-from pitfall_lint.docs import rule_document
-from pitfall_lint import baseline
-from pitfall_lint.checking import ProjectSettings, check_by_rules
-from pitfall_lint.files import Excluder, MissingPathError, discover, display_path, existing_paths, special_kind
-from pitfall_lint.report import FORMATS, Report, writer
-from pitfall_lint.rules.base import Rule
-from pitfall_lint.per_file import CommandLineChoices, PerFileSettings
-from pitfall_lint.selection import known_codes, nearest_config, rule_infos, selected_rules
+from pitfall_lint.report import FORMATS
+
+if TYPE_CHECKING:
+    from pitfall_lint.config import Config
+    from pitfall_lint.diagnostic import Diagnostic
+    from pitfall_lint.rules.base import Rule
+
+# Each command imports what it runs, in its body: `--version`, `--help` and `rules` never pay for the project model,
+# the rules' analyses or the checker (a pre-commit run starts this process on every commit).
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as Ruff and the shells exit on Ctrl-C
@@ -93,6 +89,8 @@ def _raised_by_ctrl_c(error: BaseException | None) -> bool:
 
 def _stdin_path(paths: tuple[str, ...], stdin_filename: str | None) -> str | None:
     """The path stdin is checked as, as reported; None when stdin is not read."""
+    from pitfall_lint.files import display_path
+
     if stdin_filename is None and STDIN not in paths:
         return None
     if paths not in ((), (STDIN,)):
@@ -136,6 +134,8 @@ def _load_selection(
 ) -> tuple[Config, list[type[Rule]]]:
     """The configuration (the nearest to the current folder) and the rules it and the command line select; raises
     ConfigError. A preview rule named by its code while preview is off gets a warning, as in Ruff."""
+    from pitfall_lint.selection import nearest_config, selected_rules
+
     config = nearest_config(config_path)
     selection = selected_rules(config, _split(select) or None, _split(extend_select), _split(ignore), preview)
     for code in selection.preview_not_run:
@@ -193,6 +193,18 @@ def check(
     stdin_filename: str | None,
 ) -> None:
     """Check PATHS (files or folders; the current folder by default)."""
+    import gc
+    from pathlib import Path
+
+    from pitfall_lint import baseline
+    from pitfall_lint.checking import ProjectSettings, check_by_rules
+    from pitfall_lint.config import ConfigError, ConfigResolver, matches
+    from pitfall_lint.diagnostic import PARSE_ERROR, SUPPRESSION_CHECKS
+    from pitfall_lint.files import MissingPathError, discover, display_path, existing_paths
+    from pitfall_lint.per_file import CommandLineChoices, PerFileSettings
+    from pitfall_lint.report import Report, writer
+    from pitfall_lint.selection import known_codes, nearest_config
+
     _require_working_folder()
     if statistics and output_format not in ("text", "json"):
         _fail(f"--statistics works with --format text or json, not {output_format}")
@@ -353,6 +365,9 @@ def verify(
     config_path: str | None,
 ) -> None:
     """Run PATH in parallel and confirm its findings with the real error. Arguments after `--` go to the script."""
+    from pitfall_lint.checking import ProjectSettings
+    from pitfall_lint.config import ConfigError
+    from pitfall_lint.files import Excluder, special_kind
     from pitfall_lint.harness.report import write_json, write_text
     from pitfall_lint.harness.verify import HarnessError, VerifyOptions, verify as run_verify
 
@@ -402,7 +417,10 @@ def _first_run_cell(row: dict | None) -> str:
 def list_rules(output_format: str) -> None:
     """List every rule: code, name, default state, severity, whether `verify` can confirm it, its fix, whether it
     runs (on, off, or preview: only with --preview) and its first-run precision on repositories never used before."""
+    import json
+
     from pitfall_lint import maturity
+    from pitfall_lint.selection import rule_infos
 
     infos = rule_infos()
     try:
@@ -452,6 +470,9 @@ def server() -> None:
 @click.argument("rule")
 def explain(rule: str) -> None:
     """Print the document of RULE (a code such as PFL101, or a name)."""
+    from pitfall_lint.docs import rule_document
+    from pitfall_lint.selection import rule_infos
+
     wanted = rule.strip()
     info = next((i for i in rule_infos() if wanted.upper() == i.code or wanted.lower() == i.name), None)
     if info is None:

@@ -183,6 +183,9 @@ def _walk(folder: str, excluder: Excluder, warn: Warn, documents: list[str] | No
             warn(f"{Path(directory)}: cannot read the folder ({error.strerror or error}), skipped")
             continue
         rules = above.inside(os.path.abspath(directory), {entry.name for entry in entries}) if above is not None else None
+        # `./a.py` and `a.py` are one file: the folder's spelling normalised once, not each of its files' (Path).
+        spelled = str(Path(directory))
+        prefix = "" if spelled == "." else spelled.rstrip(os.sep) + os.sep
         subdirectories = []
         for entry in entries:
             name = entry.name
@@ -199,11 +202,11 @@ def _walk(folder: str, excluder: Excluder, warn: Warn, documents: list[str] | No
                     regular, linked_folder = True, False
                 # A link to a folder is not followed, as in os.walk; a broken link is kept, as a loop is.
                 if not linked_folder and (regular or _keep(entry.path, warn)):
-                    yield str(Path(entry.path))  # `./a.py` and `a.py` are one file
+                    yield prefix + name
             elif documents is not None and is_launch_document(name) and not excluder.matches(entry.path) and entry.is_file():
                 # Read, never checked: git is not asked about a document in a folder it keeps (asking it for each
                 # document made the walk a third slower on diffusers).
-                documents.append(str(Path(entry.path)))
+                documents.append(prefix + name)
         pending.extend(reversed(subdirectories))  # depth first, in name order
 
 

@@ -286,14 +286,14 @@ def test_a_deleted_current_folder_is_a_one_line_error(tmp_path: Path, command: s
 
 
 def test_a_bug_of_ours_in_check_is_a_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pitfall_lint import cli
+    from pitfall_lint import checking
 
     def broken(*args: object) -> None:
         raise RuntimeError("the model lost a file")
 
     (tmp_path / "train.py").write_text(BAD_SAVE)
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(cli, "check_by_rules", broken)
+    monkeypatch.setattr(checking, "check_by_rules", broken)  # the command imports it when it runs
     result = CliRunner().invoke(main, ["check", "train.py"], catch_exceptions=False)
     assert (result.exit_code, result.stdout) == (2, "")
     assert result.stderr == "error: internal error in check: RuntimeError: the model lost a file\n"

@@ -189,3 +189,78 @@ def test_a_file_left_unparsed_by_the_project_is_checked_again_when_the_project_c
     train.write_text("import torch\nmodel = torch.nn.DataParallel(build())\n")
     assert check("broken.py") == [("broken.py", "PFL000", 2)]
     assert check("--no-cache") == [("broken.py", "PFL000", 2)]
+
+
+def test_one_changed_file_reads_no_other_file_of_a_warm_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pre-commit case: what the project model knows of the unchanged files (their content keys, whether they
+    can wrap a module) comes from their stamps, not from their bytes; a file changed since its stamp is read again."""
+    import builtins
+    import os
+    import time
+
+    model = tmp_path / "model.py"
+    model.write_text(
+        "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self) -> None:\n        super().__init__()\n"
+        "        self.lin = nn.Linear(8, 8)\n        self.seen = 0\n\n    def forward(self, x):\n        self.seen += 1\n"
+        "        return self.lin(x)\n"
+    )
+    train = tmp_path / "train.py"
+    train.write_text("import torch.nn as nn\nfrom model import Net\n\nmodel = nn.DataParallel(Net())\n")
+    (tmp_path / "other.py").write_text("x = 1\n")
+    (tmp_path / "pyproject.toml").write_text("")
+    monkeypatch.chdir(tmp_path)
+
+    def age(path: Path, seconds: int) -> None:  # a stamp is kept only for a file changed more than two seconds ago
+        os.utime(path, (time.time() - seconds, time.time() - seconds))
+
+    for path in tmp_path.glob("*.py"):
+        age(path, 60)
+    assert check() == [("model.py", "PFL104", 11)]
+    model.write_text(model.read_text() + "# edited\n")
+    age(model, 30)
+    opened: list[str] = []
+    real_open = builtins.open
+
+    def recording(file: object, *args: object, **kwargs: object) -> object:
+        if str(file).endswith(".py"):
+            opened.append(os.path.relpath(str(file), tmp_path))
+        return real_open(file, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(builtins, "open", recording)
+    assert check("model.py") == [("model.py", "PFL104", 11)]
+    assert sorted(set(opened)) == ["model.py"]  # the file checked, and no other
+    opened.clear()
+    train.write_text("import torch.distributed as dist\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+                     "from model import Net\n\ndist.init_process_group('gloo')\nmodel = DDP(Net())\n")
+    age(train, 20)
+    assert check("model.py") == []
+    assert sorted(set(opened)) == ["model.py", "train.py"]
+
+def test_one_changed_file_writes_the_shard_of_its_summary_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The summaries are kept in shards by the first two digits of their content key: a run that summarises one
+    changed file writes that shard, not the summaries of the whole project."""
+    from pitfall_lint.project import store
+
+    (tmp_path / "pyproject.toml").write_text("")
+    for index in range(40):  # enough classes that their summaries fill many shards
+        (tmp_path / f"net{index}.py").write_text(f"import torch.nn as nn\n\n\nclass Net{index}(nn.Module):\n    pass\n")
+    model = tmp_path / "model.py"
+    model.write_text(
+        "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self) -> None:\n        super().__init__()\n"
+        "        self.lin = nn.Linear(8, 8)\n        self.seen = 0\n\n    def forward(self, x):\n        self.seen += 1\n"
+        "        return self.lin(x)\n"
+    )
+    (tmp_path / "train.py").write_text(
+        "import torch.nn as nn\nfrom model import Net\n" + "".join(f"from net{i} import Net{i}\n" for i in range(40))
+        + "\nmodel = nn.DataParallel(Net())\n" + "".join(f"other{i} = nn.DataParallel(Net{i}())\n" for i in range(40))
+    )
+    monkeypatch.chdir(tmp_path)
+    assert check() == [("model.py", "PFL104", 11)]
+    assert len(list((tmp_path / FOLDER).glob("summaries-*.json"))) > 10
+    model.write_text(model.read_text() + "# edited\n")
+    written: list[str] = []
+    real_write = store.write_json_atomically
+    monkeypatch.setattr(store, "write_json_atomically", lambda folder, name, document: written.append(name) or real_write(folder, name, document))
+    assert check("model.py") == [("model.py", "PFL104", 11)]
+    shard = store.content_key(model.read_bytes())[:2]
+    assert [name.rpartition("-")[2] for name in written if name.startswith("summaries-")] == [f"{shard}.json"]

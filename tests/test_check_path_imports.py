@@ -55,3 +55,24 @@ def test_a_format_loads_its_own_writer_only(output_format: str, modules: list[st
     outcome = json.loads(completed.stdout)
     assert outcome["exit"] == 1, outcome["output"]
     assert outcome["writers"] == [f"pitfall_lint.report.{module}" for module in modules]
+
+
+START_PROBE = r"""
+import json, sys
+from click.testing import CliRunner
+from pitfall_lint.cli import main
+result = CliRunner().invoke(main, sys.argv[1:])
+print(json.dumps({"exit": result.exit_code, "ours": sorted(m for m in sys.modules if m.startswith("pitfall_lint"))}))
+"""
+
+
+@pytest.mark.parametrize("args", [["--version"], ["--help"], ["check", "--help"]])
+def test_start_up_imports_only_the_command_line(args: list[str]) -> None:
+    """What a run may not need is imported by the command that runs it: the checker, the project model and the
+    rules' analyses cost `--version` nothing (the pre-commit hook starts a process on every commit)."""
+    completed = subprocess.run([sys.executable, "-c", START_PROBE, *args], cwd=REPO, capture_output=True, text=True, check=True)
+    outcome = json.loads(completed.stdout)
+    assert outcome == {
+        "exit": 0,
+        "ours": ["pitfall_lint", "pitfall_lint.cli", "pitfall_lint.diagnostic", "pitfall_lint.notebook", "pitfall_lint.report"],
+    }

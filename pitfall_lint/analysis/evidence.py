@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import ast
 import os
-from typing import TYPE_CHECKING
+from typing import Literal
 
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import Related
 
-if TYPE_CHECKING:
-    from pitfall_lint.project.model import Evidence
+# The project model's answers are written in these terms; defined here, with the analyses that read them, so that
+# data flows one way: the model (pitfall_lint/project/) builds on the per-file analyses, never the reverse.
+# (path, line, what) of the place that proves a fact; empty when the fact rests on no place (a setting).
+Evidence = list
+WrapperKind = Literal["DataParallel", "DistributedDataParallel"]
+# How evidence of a reach names the class that holds the module: "" when the module is the wrapped one (or a base
+# class of it), "?" when the wrap's module could not be told from the source.
+WRAPPED_ITSELF, WRAPPED_UNKNOWN = "", "?"
 
 
 def cite(ctx: FileContext, evidence: Evidence | None, what: str) -> tuple[str, tuple[Related, ...]]:

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-from pitfall_lint.analysis.evidence import cite
+from pitfall_lint.analysis.evidence import Evidence, WrapperKind, cite
 from pitfall_lint.analysis.scopes import FUNCTIONS, decorator_names
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import Related
-
-if TYPE_CHECKING:
-    from pitfall_lint.project.model import Evidence, WrapperKind
 
 MethodKind = Literal["method", "static", "class", "property"]
 

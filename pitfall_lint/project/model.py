@@ -12,11 +12,13 @@ import ast
 import hashlib
 import os
 import re
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import astuple, dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from pitfall_lint.analysis.distributed import SPAWNERS, may_set_up_distributed, sets_up_distributed
+from pitfall_lint.analysis.evidence import WRAPPED_ITSELF, WRAPPED_UNKNOWN, Evidence, WrapperKind
 from pitfall_lint.analysis.modules import EXPORTED, is_torch_module_name
 from pitfall_lint.analysis.scopes import definition_name
 from pitfall_lint.analysis.seeding import PER_RANK, is_random_transform
@@ -32,10 +34,11 @@ if TYPE_CHECKING:
 
 DataParallelMode = Literal["auto", "always", "never"]
 DATA_PARALLEL_MODES: tuple[DataParallelMode, ...] = ("auto", "always", "never")
-# (path, line, what) of the place that proves a fact; empty when the fact rests on no place (a setting).
-Evidence = list
 # What can name a function or a module: a name asked about that is not one (`01_train`) is in no file.
 _IDENTIFIER = re.compile(rb"[A-Za-z_]\w*")
+# A file changed this lately is read again next time: a second change within the same tick of the file system's clock
+# would leave its size and time of change as they were.
+_RACY_NS = 2_000_000_000
 _MAX_DEPTH = 3  # call-graph and builder hops followed from a definition
 # Searches of every file's bytes for a name that cost as much as listing every file's identifiers once (measured:
 # 12 on Lightning, 20 on diffusers).
@@ -77,16 +80,27 @@ def _may_wrap_in_ddp(data: bytes) -> bool:
     return b"DistributedDataParallel" in data and _DDP_CALL_OR_ALIAS.search(data) is not None  # the cheap look first
 
 
+# What the model asks of every file's bytes, kept in each file's stamp: a file whose stamp holds is not read for them.
+_BYTE_FACTS: dict[str, Callable[[bytes], bool]] = {
+    "may-wrap-in-data-parallel": may_wrap_in_data_parallel,
+    "may-wrap-in-ddp": _may_wrap_in_ddp,
+    "may-set-up-distributed": may_set_up_distributed,
+}
+_FACT_NAMES = list(_BYTE_FACTS)
+# What a stamp holds of a file's status: its size, its time of change, and the time its status changed (which no tool
+# can set back, as `touch -r` or a copy that keeps the times sets the time of change); its content key follows.
+_KEY = 3
+
+
+def _status(status: os.stat_result) -> tuple[int, int, int]:
+    return status.st_size, status.st_mtime_ns, status.st_ctime_ns
+
 Symbol = tuple[str, ...]  # ("class" | "function", path, scope path), ("external", ref) or ("unknown",)
 _UNKNOWN: Symbol = ("unknown",)
 
 
-WrapperKind = Literal["DataParallel", "DistributedDataParallel"]
 # The kinds of WrapSite that are not nn.DataParallel, whatever the framework.
 _DISTRIBUTED_WRAPS = frozenset({"DistributedDataParallel", "FullyShardedDataParallel"})
-# How evidence of a reach names the class that holds the module: "" when the module is the wrapped one (or a base
-# class of it), "?" when the wrap's module could not be told from the source.
-WRAPPED_ITSELF, WRAPPED_UNKNOWN = "", "?"
 
 
 @dataclass(frozen=True)
@@ -144,6 +158,9 @@ class ProjectModel:
         self._memo: dict[tuple, object] = {}
         self._scans = 0  # words searched for in the files' bytes, before every file's identifiers are listed
         self._fresh: dict[str, list] = {}
+        self._read_as: dict[str, tuple[int, int, int]] = {}  # the _status of each file read from disk, as it was read
+        self._stamps: dict[str, list | None] = {}  # each stamp looked at, None where it no longer holds
+        self._started = time.time_ns()
 
     def __getstate__(self) -> dict[str, object]:
         """For workers started with `spawn`: the files and settings; facts are worked out again there."""
@@ -163,10 +180,36 @@ class ProjectModel:
         if path not in self._contents:
             try:
                 with open(path, "rb") as handle:
+                    status = os.fstat(handle.fileno())  # before the read: a change after it shows in the next stamp
                     self._contents[path] = handle.read()
+                self._read_as[path] = _status(status)
             except OSError:
                 self._contents[path] = None
         return self._contents[path]
+
+    def _stamp(self, path: str) -> list | None:
+        """The file's stamp while it still holds (its _status unchanged): [*status, content key, then each of
+        _BYTE_FACTS]; None when the file must be read."""
+        if path in self._contents or not self._store.keeps:
+            return None
+        if path not in self._stamps:
+            stamp = self._store.stamps.get(path)
+            try:
+                status = os.stat(path)
+                holds = isinstance(stamp, list) and len(stamp) == _KEY + 1 + len(_BYTE_FACTS) and stamp[:_KEY] == [*_status(status)]
+            except OSError:
+                holds = False
+            self._stamps[path] = stamp if holds else None
+        return self._stamps[path]
+
+    def _restamp(self, path: str, key: str, data: bytes) -> None:
+        """Stamp a file read from disk, unless it changed so lately that a change within the same tick of the clock
+        could follow unseen (git's racy files)."""
+        read_as = self._read_as.get(path)
+        if read_as is not None and self._store.keeps and read_as[1] < self._started - _RACY_NS:  # its time of change
+            stamp = [*read_as, key, *(test(data) for test in _BYTE_FACTS.values())]
+            self._store.stamp(path, stamp)
+            self._stamps[path] = stamp
 
     def offer(self, path: str, ctx: object, data: bytes) -> None:
         """The file being checked: its parsed tree serves its summary, and its content is what is checked."""
@@ -189,12 +232,29 @@ class ProjectModel:
         return fresh
 
     def _key(self, path: str) -> str | None:
+        if path in self._keys:
+            return self._keys[path]
+        stamp = self._stamp(path)
+        if stamp is not None:
+            self._keys[path] = stamp[_KEY]
+            return stamp[_KEY]  # type: ignore[no-any-return]
         data = self._content(path)
         if data is None:
             return None
-        if path not in self._keys:
-            self._keys[path] = content_key(data)
-        return self._keys[path]
+        key = self._keys[path] = content_key(data)
+        self._restamp(path, key, data)
+        return key
+
+    def _holds(self, path: str, fact: str) -> bool:
+        """One of _BYTE_FACTS of the file: from its stamp while it holds, else from its bytes."""
+        stamp = self._stamp(path)
+        if stamp is not None:
+            return stamp[_KEY + 1 + _FACT_NAMES.index(fact)]  # type: ignore[no-any-return]
+        data = self._content(path)
+        if data is None:
+            return False
+        self._key(path)  # stamps it, for the next run
+        return _BYTE_FACTS[fact](data)
 
     def content_key(self, path: str) -> str | None:
         """The key of the file's content as the model read it (None: it cannot be read)."""
@@ -240,8 +300,6 @@ class ProjectModel:
             return None
         if key in self._summaries:
             return self._summaries[key]
-        data = self._content(path)
-        assert data is not None
         summary: FileSummary | None = None
         row = self._store.get(key)
         if row is not None:
@@ -250,6 +308,8 @@ class ProjectModel:
             except (TypeError, ValueError):
                 summary = None
         if summary is None:
+            data = self._content(path)
+            assert data is not None
             summary = self._summarize(path, data)
             if summary is not None:
                 self._fresh[key] = summary.to_row()
@@ -673,10 +733,8 @@ class ProjectModel:
         return sorted({path for kind in kinds for path in self._may_wrap(kind)})
 
     def _may_wrap(self, kind: WrapperKind) -> list[str]:
-        test = may_wrap_in_data_parallel if kind == "DataParallel" else _may_wrap_in_ddp
-        return self._memoised(  # type: ignore[return-value]
-            ("may-wrap", kind), lambda: [p for p in self.files if (data := self._content(p)) is not None and test(data)]
-        )
+        fact = "may-wrap-in-data-parallel" if kind == "DataParallel" else "may-wrap-in-ddp"
+        return self._memoised(("may-wrap", kind), lambda: [p for p in self.files if self._holds(p, fact)])  # type: ignore[return-value]
 
     def _wrap_sites(self, kind: WrapperKind) -> list[tuple[str, WrapSite]]:
         return [
@@ -744,12 +802,7 @@ class ProjectModel:
         """Read file by file until one sets up distributed training: most projects that do, tell it early."""
 
         def compute() -> bool:
-            return any(
-                (data := self._content(p)) is not None
-                and may_set_up_distributed(data)
-                and self._sets_up_distributed(p)
-                for p in self.files
-            )
+            return any(self._holds(p, "may-set-up-distributed") and self._sets_up_distributed(p) for p in self.files)
 
         return self._memoised(("trains-distributed",), compute)  # type: ignore[return-value]
 

@@ -35,24 +35,52 @@ def write_json_atomically(folder: Path, name: str, document: object) -> None:
 
 
 class SummaryStore:
-    """Summary rows by content key; `None` as the folder keeps them in memory only. Read on the first use: a warm
-    run whose results all hold never needs a summary."""
+    """Summary rows by content key; `None` as the folder keeps them in memory only. The rows are kept in shards, one
+    file per first two digits of the key, each read on its first use and written only when it gained a row: a run
+    that needs a few summaries (one file changed) reads and writes a few shards, not the summaries of the whole
+    project; a warm run whose results all hold reads none.
+
+    Beside them, each file's stamp: its size and time of change when it was last read, with what was read then (its
+    content key, facts of its bytes). While a file keeps its stamp, a run knows its key without reading it: the
+    cost of a warm run, or of one file changed, no longer grows with the bytes of the whole project."""
 
     def __init__(self, folder: Path | None) -> None:
         self._folder = folder
-        self._name = f"summaries-{hashlib.blake2b(f'{__version__}/{FORMAT}'.encode(), digest_size=8).hexdigest()}.json"
-        self._loaded: dict[str, list] | None = None if folder is not None else {}
-        self._dirty = False
+        tag = hashlib.blake2b(f"{__version__}/{FORMAT}".encode(), digest_size=8).hexdigest()
+        self._prefix = f"summaries-{tag}-"
+        self._stamps_name = f"stamps-{tag}.json"
+        self._shards: dict[str, dict[str, list]] = {}
+        self._dirty: set[str] = set()
+        self._loaded_stamps: dict[str, list] | None = None if folder is not None else {}
+        self._stamps_dirty = False
+
+    def _read(self, name: str) -> dict[str, list]:
+        if self._folder is None:
+            return {}
+        try:
+            found = json.loads((self._folder / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}  # no cache yet, or an unreadable one: start afresh
+        return found if isinstance(found, dict) else {}
+
+    def _shard(self, key: str) -> tuple[str, dict[str, list]]:
+        name = key[:2]
+        if name not in self._shards:
+            self._shards[name] = self._read(f"{self._prefix}{name}.json")
+        return name, self._shards[name]
 
     @property
-    def _rows(self) -> dict[str, list]:
-        if self._loaded is None:
-            assert self._folder is not None
-            try:
-                self._loaded = json.loads((self._folder / self._name).read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                self._loaded = {}  # no cache yet, or an unreadable one: start afresh
-        return self._loaded
+    def stamps(self) -> dict[str, list]:
+        """[size, times of change in ns, content key, facts...] by absolute path (see the project model); the model
+        adds to it through `stamp`."""
+        if self._loaded_stamps is None:
+            self._loaded_stamps = self._read(self._stamps_name)
+        return self._loaded_stamps
+
+    def stamp(self, path: str, stamp: list) -> None:
+        if self.stamps.get(path) != stamp:
+            self.stamps[path] = stamp
+            self._stamps_dirty = True
 
     @property
     def keeps(self) -> bool:
@@ -60,18 +88,24 @@ class SummaryStore:
         return self._folder is not None
 
     def get(self, key: str) -> list | None:
-        return self._rows.get(key)
+        return self._shard(key)[1].get(key)
 
     def put_all(self, rows: dict[str, list]) -> None:
-        new = {k: v for k, v in rows.items() if k not in self._rows}
-        if new:
-            self._rows.update(new)
-            self._dirty = True
+        for key, row in rows.items():
+            name, shard = self._shard(key)
+            if key not in shard:
+                shard[key] = row
+                self._dirty.add(name)
 
     def save(self) -> None:
-        if self._dirty and self._folder is not None:
-            try:
-                write_json_atomically(self._folder, self._name, self._rows)
-            except OSError:
-                pass  # a read-only checkout simply gets no cache
-            self._dirty = False
+        if self._folder is not None:
+            documents = [(f"{self._prefix}{name}.json", self._shards[name]) for name in sorted(self._dirty)]
+            if self._stamps_dirty:
+                documents.append((self._stamps_name, self.stamps))
+            for name, document in documents:
+                try:
+                    write_json_atomically(self._folder, name, document)
+                except OSError:
+                    break  # a read-only checkout simply gets no cache
+        self._dirty.clear()
+        self._stamps_dirty = False

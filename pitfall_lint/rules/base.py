@@ -9,7 +9,8 @@ from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import FixPlan, Related, RuleInfo
 
 if TYPE_CHECKING:
-    from pitfall_lint.project.model import ProjectView, WrapperKind
+    from pitfall_lint.analysis.evidence import WrapperKind
+    from pitfall_lint.project.model import ProjectView
 
 
 class Rule:

@@ -6,7 +6,7 @@ import ast
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from pitfall_lint.analysis.evidence import snippet
+from pitfall_lint.analysis.evidence import WRAPPED_ITSELF, Evidence, snippet
 from pitfall_lint.analysis.modules import (
     creates_parameters,
     is_module_class,
@@ -19,7 +19,6 @@ from pitfall_lint.analysis.scopes import FUNCTIONS, Function, self_name
 from pitfall_lint.analysis.training import walk_same_scope
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
-from pitfall_lint.project.model import WRAPPED_ITSELF, Evidence
 from pitfall_lint.rules.base import WrappedModuleRule
 
 # Ways of reaching the submodules that a reading of `self.<name>` cannot follow: the class is left alone.

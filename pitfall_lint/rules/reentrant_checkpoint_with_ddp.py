@@ -6,12 +6,12 @@ from __future__ import annotations
 import ast
 from collections.abc import Sequence
 
+from pitfall_lint.analysis.evidence import WRAPPED_UNKNOWN, Evidence
 from pitfall_lint.analysis.modules import is_module_class, wrap_option, wrapped_at, wrapper_reach
 from pitfall_lint.analysis.scopes import enclosing_method
 from pitfall_lint.analysis.training import LOOPS
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.context import FileContext
-from pitfall_lint.project.model import WRAPPED_UNKNOWN, Evidence
 from pitfall_lint.rules.base import WrappedModuleRule
 
 _CHECKPOINTS = frozenset({"torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential"})

@@ -38,17 +38,19 @@ class RecentSummaries(SummaryStore):
     def __init__(self, limit: int) -> None:
         super().__init__(None)
         self._limit = limit
+        self._recent: dict[str, list] = {}  # the most recent last
 
     def get(self, key: str) -> list | None:
-        row = self._rows.pop(key, None)
+        row = self._recent.pop(key, None)
         if row is not None:
-            self._rows[key] = row  # the most recent last
+            self._recent[key] = row
         return row
 
     def put_all(self, rows: dict[str, list]) -> None:
-        super().put_all(rows)
-        for key in list(self._rows)[: max(len(self._rows) - self._limit, 0)]:
-            del self._rows[key]
+        for key, row in rows.items():
+            self._recent.setdefault(key, row)
+        for key in list(self._recent)[: max(len(self._recent) - self._limit, 0)]:
+            del self._recent[key]
 
 
 def project_of(path: str) -> Path | None:
