@@ -106,8 +106,11 @@ def _state_dict_receivers(value: ast.AST) -> list[ast.expr]:
     ]
 
 
-def saved_wrapper_states(ctx: FileContext, save: ast.Call, ancestors: Sequence[ast.AST]) -> list[str]:
-    """The names of the wrappers whose `state_dict()` a `torch.save(obj, path)` call writes (keys with `module.`)."""
+def saved_wrapper_states(
+    ctx: FileContext, save: ast.Call, ancestors: Sequence[ast.AST], wrappers: frozenset[str] = WRAPPERS
+) -> list[str]:
+    """The names of the wrappers whose `state_dict()` a `torch.save(obj, path)` call writes (keys with `module.`, or
+    with `_orig_mod.` for `torch.compile`'s wrapper when `wrappers` names it)."""
     if not save.args:
         return []
     saved: ast.AST = save.args[0]
@@ -116,7 +119,7 @@ def saved_wrapper_states(ctx: FileContext, save: ast.Call, ancestors: Sequence[a
     return [
         receiver.id
         for receiver in _state_dict_receivers(saved)
-        if isinstance(receiver, ast.Name) and holds_wrapper(ctx, receiver.id, ancestors, save.lineno)
+        if isinstance(receiver, ast.Name) and holds_wrapper(ctx, receiver.id, ancestors, save.lineno, wrappers)
     ]
 
 
