@@ -226,6 +226,7 @@ def test_rules_lists_every_rule() -> None:
         ("PFL502", "softmax-before-cross-entropy", "on", "error", "no", "-", "on"),
         ("PFL503", "missing-zero-grad", "on", "error", "no", "-", "on"),
         ("PFL602", "deepcopy-of-sharded-module", "on", "error", "no", "-", "preview"),
+        ("PFL604", "fsdp1-api-on-fully-shard", "on", "error", "no", "-", "preview"),
     }
 
 
