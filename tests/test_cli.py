@@ -225,6 +225,7 @@ def test_rules_lists_every_rule() -> None:
         ("PFL501", "optimizer-before-move", "off", "info", "no", "-", "off"),
         ("PFL502", "softmax-before-cross-entropy", "on", "error", "no", "-", "on"),
         ("PFL503", "missing-zero-grad", "on", "error", "no", "-", "on"),
+        ("PFL601", "tied-weights-in-separate-shards", "on", "error", "no", "-", "preview"),
         ("PFL602", "deepcopy-of-sharded-module", "on", "error", "no", "-", "preview"),
         ("PFL604", "fsdp1-api-on-fully-shard", "on", "error", "no", "-", "preview"),
         ("PFL606", "optimizer-before-fully-shard", "on", "error", "no", "-", "preview"),
