@@ -227,6 +227,7 @@ def test_rules_lists_every_rule() -> None:
         ("PFL503", "missing-zero-grad", "on", "error", "no", "-", "on"),
         ("PFL601", "tied-weights-in-separate-shards", "on", "error", "no", "-", "preview"),
         ("PFL602", "deepcopy-of-sharded-module", "on", "error", "no", "-", "preview"),
+        ("PFL603", "unregistered-forward-method", "on", "error", "no", "-", "preview"),
         ("PFL604", "fsdp1-api-on-fully-shard", "on", "error", "no", "-", "preview"),
         ("PFL606", "optimizer-before-fully-shard", "on", "error", "no", "-", "preview"),
     }
