@@ -229,6 +229,7 @@ def test_rules_lists_every_rule() -> None:
         ("PFL602", "deepcopy-of-sharded-module", "on", "error", "no", "-", "preview"),
         ("PFL603", "unregistered-forward-method", "on", "error", "no", "-", "preview"),
         ("PFL604", "fsdp1-api-on-fully-shard", "on", "error", "no", "-", "preview"),
+        ("PFL605", "clip-grad-norm-mixed-dtensor", "on", "error", "no", "-", "preview"),
         ("PFL606", "optimizer-before-fully-shard", "on", "error", "no", "-", "preview"),
     }
 
