@@ -231,6 +231,7 @@ def test_rules_lists_every_rule() -> None:
         ("PFL604", "fsdp1-api-on-fully-shard", "on", "error", "no", "-", "preview"),
         ("PFL605", "clip-grad-norm-mixed-dtensor", "on", "error", "no", "-", "preview"),
         ("PFL606", "optimizer-before-fully-shard", "on", "error", "no", "-", "preview"),
+        ("PFL607", "device-mesh-under-rank-guard", "on", "error", "no", "-", "preview"),
     }
 
 
