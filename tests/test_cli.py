@@ -214,6 +214,7 @@ def test_rules_lists_every_rule() -> None:
         ("PFL211", "reentrant-checkpoint-with-ddp", "on", "error", "yes", "-", "on"),
         ("PFL212", "wrapper-attribute-without-module", "on", "error", "yes", "-", "on"),
         ("PFL213", "compiled-state-dict-prefix", "on", "warning", "no", "-", "preview"),
+        ("PFL214", "rank-divergent-loop-exit", "on", "error", "no", "-", "preview"),
         ("PFL301", "missing-main-guard", "on", "error", "yes", "safe", "on"),
         ("PFL302", "spawn-signature", "on", "error", "yes", "-", "on"),
         ("PFL305", "rank-vs-local-rank", "on", "warning", "yes", "-", "on"),
