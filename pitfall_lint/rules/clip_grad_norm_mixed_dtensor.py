@@ -20,6 +20,7 @@ class ClipGradNormMixedDtensor(Rule):
         summary="`clip_grad_norm_(model.parameters())` where `fully_shard` sharded only parts of the model, never its root: plain and DTensor gradients mix, and the norm fails.",
         severity="error",
         preview=True,
+        verifiable=True,
         hint="shard the root as well (`fully_shard(model)` after its parts), so that every parameter is a DTensor",
     )
     triggers = (("fully_shard",), ("clip_grad_norm_",))

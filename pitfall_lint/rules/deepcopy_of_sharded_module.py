@@ -19,6 +19,7 @@ class DeepcopyOfShardedModule(Rule):
         summary="`copy.deepcopy` of a module that `fully_shard` sharded: FSDP2 raises `AssertionError: FSDP does not support deepcopy`.",
         severity="error",
         preview=True,
+        verifiable=True,
         hint="copy the model before `fully_shard` (and shard the copy too), or build a new model and load the state_dict into it",
     )
     triggers = (("fully_shard",), ("deepcopy",))

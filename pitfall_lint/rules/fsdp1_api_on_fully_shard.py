@@ -39,6 +39,7 @@ class Fsdp1ApiOnFullyShard(Rule):
         summary="FSDP1's or DDP's API (`no_sync()`, `FSDP.state_dict_type(...)`, `summon_full_params`) used on a module that `fully_shard` (FSDP2) sharded: an error, or nothing done.",
         severity="error",
         preview=True,
+        verifiable=True,
         hint="use FSDP2's own API: `set_requires_gradient_sync`, `get_model_state_dict`, `unshard()`",
     )
     triggers = (("fully_shard",), (*_METHODS, *_STATIC))

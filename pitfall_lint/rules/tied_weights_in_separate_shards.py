@@ -37,6 +37,7 @@ class TiedWeightsInSeparateShards(Rule):
         summary="Two modules that share a parameter (`lm_head.weight = embed.weight`) put in different `fully_shard` groups: a ValueError in torch 2.13, a weight that silently never updates before.",
         severity="error",
         preview=True,
+        verifiable=True,
         hint="shard the modules that share the parameter in one call: `fully_shard([model.embed, model.lm_head])`",
     )
     triggers = (("fully_shard",),)

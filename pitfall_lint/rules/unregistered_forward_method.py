@@ -80,6 +80,7 @@ class UnregisteredForwardMethod(Rule):
         summary="A method other than `forward` (`encode`, `generate`) called on a `fully_shard` module without `register_fsdp_forward_method`: its parameters stay sharded, and the call fails on mixed Tensor and DTensor.",
         severity="error",
         preview=True,
+        verifiable=True,
         hint='call `register_fsdp_forward_method(model, "encode")` after `fully_shard(model)`',
     )
     triggers = (("fully_shard",),)
