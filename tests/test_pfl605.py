@@ -98,3 +98,17 @@ CLEAN = {
 @pytest.mark.parametrize("name", CLEAN)
 def test_clean(name: str) -> None:
     assert places("PFL605", CLEAN[name]) == []
+
+
+def test_a_class_that_shards_its_root_in_another_method_is_left_alone() -> None:
+    assert places("PFL605", """
+        import torch
+        from torch.distributed.fsdp import fully_shard
+        class Trainer:
+            def shard(self):
+                for block in self.model.blocks:
+                    fully_shard(block)
+                apply_root_sharding(self.model)
+            def step(self):
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+    """) == []

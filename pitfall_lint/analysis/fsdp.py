@@ -124,7 +124,7 @@ def shard_sites(ctx: FileContext, scope: ast.AST) -> list[ShardSite]:
     return ctx.memo[key]  # type: ignore[return-value]
 
 
-def _scopes_for(ctx: FileContext, name: str, ancestors: Sequence[ast.AST]) -> tuple[list[ast.AST], bool]:
+def sharding_scopes(ctx: FileContext, name: str, ancestors: Sequence[ast.AST]) -> tuple[list[ast.AST], bool]:
     """Where sites that shard `name` may stand, and whether only those before the use count: `self.model` is the
     class's, sharded in any of its methods; any other name is the enclosing function's (or the module's)."""
     cls = enclosing_class(ancestors)
@@ -141,7 +141,7 @@ def sharding_of(
     `model = fully_shard(model)`, `fully_shard([model.a, model])`), before `line` in the same function; for
     `self.<attribute>`, in any method of the class. With `parts`, a call that shards one of its submodules counts. A
     call in the other branch of an `if` than the `use` does not (`if fsdp2: fully_shard(m) else: m = FSDP(m)`)."""
-    scopes, before_only = _scopes_for(ctx, name, ancestors)
+    scopes, before_only = sharding_scopes(ctx, name, ancestors)
     for scope in scopes:
         for site in shard_sites(ctx, scope):
             if before_only and site.line >= line:
@@ -154,7 +154,7 @@ def sharding_of(
 
 def sites_in_scope_of(ctx: FileContext, name: str, ancestors: Sequence[ast.AST]) -> list[ShardSite]:
     """Every `fully_shard` call that may shard `name` or a part of it, where `sharding_of` looks (at any line)."""
-    scopes, _ = _scopes_for(ctx, name, ancestors)
+    scopes, _ = sharding_scopes(ctx, name, ancestors)
     return [site for scope in scopes for site in shard_sites(ctx, scope)]
 
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import ast
 
-from pitfall_lint.analysis.fsdp import sites_in_scope_of
+from pitfall_lint.analysis.fsdp import ShardSite, sharding_scopes, sites_in_scope_of
 from pitfall_lint.analysis.training import dotted, walk_same_scope
-from pitfall_lint.analysis.scopes import enclosing_function
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import Rule
 
@@ -50,12 +49,12 @@ class ClipGradNormMixedDtensor(Rule):
             f"{model})` after its parts), or clip each kind of parameter on its own",
         )
 
-    def _passed_on(self, model: str, parts: list) -> bool:
-        """`model` given to another call of the same code (`apply_fsdp(model)`), which may shard its root."""
-        scope = enclosing_function(self.ctx.ancestors)
-        body = scope.body if scope is not None else self.ctx.tree.body
+    def _passed_on(self, model: str, parts: list[ShardSite]) -> bool:
+        """`model` given to another call where the sharding is looked for (`apply_fsdp(model)`), which may shard its
+        root."""
+        scopes, _ = sharding_scopes(self.ctx, model, self.ctx.ancestors)
         sharding = {id(site.call) for site in parts}
         return any(
             isinstance(n, ast.Call) and id(n) not in sharding and any(dotted(a) == model for a in n.args)
-            for n in walk_same_scope(body)
+            for scope in scopes for n in walk_same_scope(scope.body)  # type: ignore[attr-defined]
         )
