@@ -213,6 +213,8 @@ def test_rules_lists_every_rule() -> None:
         ("PFL210", "ddp-wrap-order", "on", "error", "yes", "-", "on"),
         ("PFL211", "reentrant-checkpoint-with-ddp", "on", "error", "yes", "-", "on"),
         ("PFL212", "wrapper-attribute-without-module", "on", "error", "yes", "-", "on"),
+        ("PFL213", "compiled-state-dict-prefix", "on", "warning", "no", "-", "preview"),
+        ("PFL214", "rank-divergent-loop-exit", "on", "error", "no", "-", "preview"),
         ("PFL301", "missing-main-guard", "on", "error", "yes", "safe", "on"),
         ("PFL302", "spawn-signature", "on", "error", "yes", "-", "on"),
         ("PFL305", "rank-vs-local-rank", "on", "warning", "yes", "-", "on"),
@@ -225,6 +227,13 @@ def test_rules_lists_every_rule() -> None:
         ("PFL501", "optimizer-before-move", "off", "info", "no", "-", "off"),
         ("PFL502", "softmax-before-cross-entropy", "on", "error", "no", "-", "on"),
         ("PFL503", "missing-zero-grad", "on", "error", "no", "-", "on"),
+        ("PFL601", "tied-weights-in-separate-shards", "on", "error", "yes", "-", "preview"),
+        ("PFL602", "deepcopy-of-sharded-module", "on", "error", "yes", "-", "preview"),
+        ("PFL603", "unregistered-forward-method", "on", "error", "yes", "-", "preview"),
+        ("PFL604", "fsdp1-api-on-fully-shard", "on", "error", "yes", "-", "preview"),
+        ("PFL605", "clip-grad-norm-mixed-dtensor", "on", "error", "yes", "-", "preview"),
+        ("PFL606", "optimizer-before-fully-shard", "on", "error", "no", "-", "preview"),
+        ("PFL607", "device-mesh-under-rank-guard", "on", "error", "no", "-", "preview"),
     }
 
 

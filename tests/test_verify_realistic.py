@@ -72,7 +72,9 @@ def test_ddp_template_confirms_the_unguarded_save_on_virtual_devices(tmp_path: P
     assert report["notes"][:3] == [
         "the run saw 2 virtual CUDA devices: CUDA tensors computed on the CPU, each kept its device, and torch's "
         "cross-device checks applied",
-        "the script asked for nccl; it got gloo (no GPUs for it)",
+        "the script asked for nccl; it got gloo (no GPUs for it), which is stricter in places: gloo refuses an "
+        "all_gather of tensors of unequal sizes that NCCL takes (an error here may be a later hang on GPUs), and a "
+        "hang ends in gloo's recv timeout rather than NCCL's watchdog",
         f"CIFAR10('data') at {folder / 'train.py'}:53: its files are not here and the download was blocked; verify used a "
         "synthetic stand-in of 50000 RGB images of 32x32 in 10 classes (train split)",
     ]

@@ -75,7 +75,8 @@ def creates_parameters(qualified: str | None, call: ast.Call) -> bool | None:
     return not (switch and _is_literal(_keyword(call, switch), False))
 
 
-def _module_classes(ctx: FileContext) -> dict[str, ast.ClassDef]:
+def top_level_classes(ctx: FileContext) -> dict[str, ast.ClassDef]:
+    """The classes defined at the top of the file, by name."""
     key = ("module-classes",)
     found = ctx.memo.get(key)
     if found is None:
@@ -85,13 +86,13 @@ def _module_classes(ctx: FileContext) -> dict[str, ast.ClassDef]:
 
 
 def _same_file_bases(ctx: FileContext, cls: ast.ClassDef) -> list[ast.ClassDef]:
-    classes = _module_classes(ctx)
+    classes = top_level_classes(ctx)
     return [classes[b.id] for b in cls.bases if isinstance(b, ast.Name) and b.id in classes and classes[b.id] is not cls]
 
 
 def _imported_bases(ctx: FileContext, cls: ast.ClassDef) -> bool:
     """Whether a base comes from an import (not torch's, not this file's): only the project can tell what it is."""
-    local = _module_classes(ctx)
+    local = top_level_classes(ctx)
     for base in cls.bases:
         name = ctx.qualified_name(base, [])
         if name is None or is_torch_module_name(name) or (isinstance(base, ast.Name) and base.id in local):
@@ -148,7 +149,7 @@ def wrap_option(evidence: Evidence, name: str) -> str:
 def same_file_hierarchy(ctx: FileContext, cls: ast.ClassDef) -> list[ast.ClassDef] | None:
     """The class and its base classes, nearest first, when every base is torch's or defined in this file (so that
     all the code the module runs is here); None when a base comes from elsewhere."""
-    classes = _module_classes(ctx)
+    classes = top_level_classes(ctx)
     found: list[ast.ClassDef] = []
     todo = [cls]
     while todo:

@@ -564,3 +564,27 @@ def reaching_values(name: str, scope: ast.AST, use: ast.AST, ancestors: Sequence
             if block in enclosing:
                 break
     return found[::-1]
+
+
+def exclusive_branches(
+    first: ast.AST, second: ast.AST, chain_first: Sequence[ast.AST], chain_second: Sequence[ast.AST]
+) -> bool:
+    """Whether the two nodes sit in different branches of one `if` (or a try body and its handler)."""
+    for a, b in zip(chain_first, chain_second, strict=False):
+        if a is not b:
+            return False
+        if isinstance(a, (ast.If, ast.Try)):
+            branch_a = _branch_of(a, first, chain_first)
+            branch_b = _branch_of(a, second, chain_second)
+            if branch_a is not None and branch_b is not None and branch_a != branch_b:
+                return True
+    return False
+
+
+def _branch_of(statement: ast.AST, node: ast.AST, chain: Sequence[ast.AST]) -> str | None:
+    path = [*chain, node]
+    child = path[path.index(statement) + 1] if statement in path[:-1] else None
+    for block in ("body", "orelse", "handlers", "finalbody"):
+        if child in getattr(statement, block, []):
+            return block
+    return None

@@ -106,8 +106,11 @@ def _state_dict_receivers(value: ast.AST) -> list[ast.expr]:
     ]
 
 
-def saved_wrapper_states(ctx: FileContext, save: ast.Call, ancestors: Sequence[ast.AST]) -> list[str]:
-    """The names of the wrappers whose `state_dict()` a `torch.save(obj, path)` call writes (keys with `module.`)."""
+def saved_wrapper_states(
+    ctx: FileContext, save: ast.Call, ancestors: Sequence[ast.AST], wrappers: frozenset[str] = WRAPPERS
+) -> list[str]:
+    """The names of the wrappers whose `state_dict()` a `torch.save(obj, path)` call writes (keys with `module.`, or
+    with `_orig_mod.` for `torch.compile`'s wrapper when `wrappers` names it)."""
     if not save.args:
         return []
     saved: ast.AST = save.args[0]
@@ -116,18 +119,20 @@ def saved_wrapper_states(ctx: FileContext, save: ast.Call, ancestors: Sequence[a
     return [
         receiver.id
         for receiver in _state_dict_receivers(saved)
-        if isinstance(receiver, ast.Name) and _may_hold_wrapper(ctx, receiver.id, save, ancestors)
+        if isinstance(receiver, ast.Name) and _may_hold_wrapper(ctx, receiver.id, save, ancestors, wrappers)
     ]
 
 
-def _may_hold_wrapper(ctx: FileContext, name: str, use: ast.AST, ancestors: Sequence[ast.AST]) -> bool:
+def _may_hold_wrapper(
+    ctx: FileContext, name: str, use: ast.AST, ancestors: Sequence[ast.AST], wrappers: frozenset[str] = WRAPPERS
+) -> bool:
     """Whether a value the name may hold at `use` is a wrapper: the save in the `else` of `if args.distributed:`
     reads the bare model even when the wrap, in the body of an earlier `if args.distributed:`, is the last one
     written above it."""
     values = reaching_values(name, enclosing_function(ancestors) or ctx.tree, use, ancestors)
     if not values:  # assigned outside the scope: its last value there
-        return holds_wrapper(ctx, name, ancestors, use.lineno)
-    return any(wrap_in(ctx, value, ancestors) is not None for value in values)
+        return holds_wrapper(ctx, name, ancestors, use.lineno, wrappers)
+    return any(wrap_in(ctx, value, ancestors, wrappers) is not None for value in values)
 
 
 def _file_pattern(ctx: FileContext, path: ast.AST, ancestors: Sequence[ast.AST], depth: int = 0) -> str | None:

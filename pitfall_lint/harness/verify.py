@@ -405,6 +405,13 @@ def _describe_outcome(outcome: RunOutcome, timeout: float) -> str:
     return text + ("; no process left behind" if not outcome.leftovers else f"; processes {list(outcome.leftovers)} survived SIGKILL")
 
 
+# Where a CPU run on gloo, given for nccl, can differ from the NCCL run it stands for (pytorch/pytorch#156627, #174844).
+_GLOO_DIFFERS = (
+    ", which is stricter in places: gloo refuses an all_gather of tensors of unequal sizes that NCCL takes (an error "
+    "here may be a later hang on GPUs), and a hang ends in gloo's recv timeout rather than NCCL's watchdog"
+)
+
+
 def _notes(run: RunRecord, options: VerifyOptions) -> list[str]:
     notes = [f"the script reads {e['option']}: each rank got {e['option']}=N, as torch.distributed.launch passes it "
              "(torchrun sets only LOCAL_RANK)" for e in run.of("local-rank-option")][:1]
@@ -416,7 +423,7 @@ def _notes(run: RunRecord, options: VerifyOptions) -> list[str]:
                      "on the CPU, each kept its device, and torch's cross-device checks applied")
     elif devices and run.of("data-parallel"):
         notes.append("the script computes on the CPU: nn.DataParallel ran its replicas with the CPU standing for device 0")
-    notes += [f"the script asked for {e['requested']}; it got gloo (no GPUs for it)" for e in run.of("backend")][:1]
+    notes += [f"the script asked for {e['requested']}; it got gloo (no GPUs for it){_GLOO_DIFFERS}" for e in run.of("backend")][:1]
     notes += [f"verify built {e['how']} and fed it inputs of shape {', '.join(map(str, e['inputs']))}, made for its "
               f"first layer {e['layer']}" for e in run.of("model-built")][:1]
     seen = set()

@@ -9,7 +9,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from pitfall_lint.analysis.scopes import assigned_before, enclosing_function
+from pitfall_lint.analysis.scopes import assigned_before, enclosing_function, exclusive_branches
 from pitfall_lint.analysis.training import dotted, is_optimizer_class, walk_same_scope
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
@@ -71,30 +71,6 @@ def _related(moved: str, owner: str) -> bool:
 def _assigns_to(assignment: ast.Assign, receiver: str) -> bool:
     """`model = ...`, `model.encoder = ...` or `self.model = ...` for a receiver related to that name."""
     return any((name := dotted(t)) is not None and _related(name, receiver) for t in assignment.targets)
-
-
-def _exclusive(
-    first: ast.AST, second: ast.AST, chain_first: Sequence[ast.AST], chain_second: Sequence[ast.AST]
-) -> bool:
-    """Whether the two nodes sit in different branches of one `if` (or a try body and its handler)."""
-    for a, b in zip(chain_first, chain_second, strict=False):
-        if a is not b:
-            return False
-        if isinstance(a, (ast.If, ast.Try)):
-            branch_a = _branch(a, first, chain_first)
-            branch_b = _branch(a, second, chain_second)
-            if branch_a is not None and branch_b is not None and branch_a != branch_b:
-                return True
-    return False
-
-
-def _branch(statement: ast.AST, node: ast.AST, chain: Sequence[ast.AST]) -> str | None:
-    path = [*chain, node]
-    child = path[path.index(statement) + 1] if statement in path[:-1] else None
-    for block in ("body", "orelse", "handlers", "finalbody"):
-        if child in getattr(statement, block, []):
-            return block
-    return None
 
 
 def _walk_unconditional(node: ast.AST) -> list[ast.AST]:
@@ -289,7 +265,7 @@ class OptimizerBeforeMove(Rule):
         for move in heapq.merge(*later, key=position):
             if move.receiver in done or move.receiver not in related:
                 continue
-            if _exclusive(optimizer.call, move.call, optimizer.ancestors, move.ancestors):
+            if exclusive_branches(optimizer.call, move.call, optimizer.ancestors, move.ancestors):
                 continue
             if self._placed_before(move.receiver, optimizer) or self._rebound_between(move.receiver, optimizer, move):
                 done.add(move.receiver)  # so is every later move of it

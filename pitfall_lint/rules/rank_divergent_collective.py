@@ -13,37 +13,18 @@ from pitfall_lint.analysis.collectives import (
     collective_call,
     collective_property,
 )
-from pitfall_lint.analysis.evidence import snippet
-from pitfall_lint.analysis.ranks import may_name_a_rank, names_rank, one_process_decorators
-from pitfall_lint.analysis.scopes import FUNCTIONS, enclosing_function, position_in_block
+from pitfall_lint.analysis.rank_splits import Restriction, rank_restrictions
+from pitfall_lint.analysis.ranks import may_name_a_rank
+from pitfall_lint.analysis.scopes import enclosing_function
 from pitfall_lint.analysis.training import reaches_backward, runs_without_grad
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import Rule
 
-# What ends a block early on some ranks; a `raise` is a failed check, not another path through the program.
-_TERMINATORS = (ast.Return, ast.Continue, ast.Break)
-# Values a rank is compared with to ask "is this run distributed at all?", the same answer on every rank.
-_NOT_A_RANK = (-1, None)
-# Calls whose result every rank shares: a collective's.
-_AGREED_WORDS = ("reduce", "broadcast", "gather", "all_", "agree")
 # Calls on the other ranks' side of a guard that cannot hold their half of a pair (logging, printing).
 _HARMLESS = frozenset({"print", "info", "warning", "warn", "debug", "error", "exception", "log", "append", "format", "sleep"})
 # Frameworks' entry points that run one process when given `devices=1`.
 _LAUNCHERS = frozenset({"Trainer", "Fabric"})
-
-
-@dataclass(frozen=True)
-class _Restriction:
-    """What keeps some ranks away from the call: a guard it is in, an early exit before it, a decorator."""
-
-    kind: str  # "guard", "else", "exit", "decorator"
-    node: ast.AST
-    text: str
-
-    @property
-    def key(self) -> tuple[int, str]:
-        return id(self.node), self.kind
 
 
 @dataclass
@@ -52,116 +33,11 @@ class _Collective:
     ancestors: list[ast.AST]
     operation: str
     description: str
-    restrictions: tuple[_Restriction, ...]
+    restrictions: tuple[Restriction, ...]
 
 
 def _is_none(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and node.value is None
-
-
-def _constant(node: ast.AST) -> object:
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
-        return -node.operand.value if isinstance(node.operand.value, (int, float)) else node.operand
-    return node.value if isinstance(node, ast.Constant) else node
-
-
-def _agreed(test: ast.AST) -> bool:
-    """A value every rank computes alike because a collective produced it (`reduce_boolean_decision(...)`,
-    `broadcast(...)`): a test on it takes the same branch everywhere."""
-    for node in ast.walk(test):
-        if isinstance(node, ast.Call):
-            func = node.func
-            name = (func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else "").lower()
-            if any(word in name for word in _AGREED_WORDS):
-                return True
-    return False
-
-
-def _splits_ranks(test: ast.AST) -> bool:
-    """Whether a test can be true on some ranks and false on others: `rank == 0`, `is_main_process()`,
-    `local_rank in [-1, 0]`; not `local_rank != -1`, `rank is not None`, `rank >= 0` nor `"RANK" in os.environ`,
-    which ask whether the run is distributed, nor `is_main or is_deepspeed`, which holds on every rank under
-    DeepSpeed, nor a test of a value a collective agreed on."""
-    if _agreed(test):
-        return False
-    if isinstance(test, ast.BoolOp):
-        splits = [_splits_ranks(value) for value in test.values]
-        return all(splits) if isinstance(test.op, ast.Or) else any(splits)
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return _splits_ranks(test.operand)
-    if isinstance(test, ast.Compare):
-        if not names_rank(test):
-            return False
-        sides = [test.left, *test.comparators]
-        if any(isinstance(op, (ast.In, ast.NotIn)) for op in test.ops) and all(
-            isinstance(s, ast.Constant) or not names_rank(s) for s in sides
-        ):
-            return False  # `"LOCAL_RANK" in os.environ`
-        for op, right in zip(test.ops, test.comparators):
-            value = _constant(right)
-            if value in _NOT_A_RANK and not isinstance(value, bool):
-                continue
-            if (isinstance(op, ast.GtE) and value == 0) or (isinstance(op, ast.Lt) and value == 0):
-                continue  # `rank >= 0`, `rank < 0`
-            return True
-        return False
-    return names_rank(test)
-
-
-def _block_of(parent: ast.AST, child: ast.AST) -> str:
-    for name in ("body", "orelse", "finalbody", "handlers"):
-        if position_in_block(parent, name, child) is not None:
-            return name
-    if isinstance(parent, ast.IfExp):
-        return "body" if child is parent.body else "orelse" if child is parent.orelse else "test"
-    return ""
-
-
-def _exit_word(statement: ast.stmt) -> str | None:
-    """`return`/`continue`/`break` for `if <rank test>: return`, `raise` for a failed check, else None."""
-    if isinstance(statement, ast.If) and statement.body and names_rank(statement.test):
-        last = statement.body[-1]
-        if isinstance(last, (*_TERMINATORS, ast.Raise)):
-            return type(last).__name__.lower()
-    return None
-
-
-def _exits_in(ctx: FileContext, parent: ast.AST, block_name: str) -> list[tuple[int, ast.stmt, str]]:
-    """The early rank exits of a block with their places, found once per block: a long block is not read again for
-    every collective in it."""
-    key = ("pfl207-exits", id(parent), block_name)
-    if key not in ctx.memo:
-        block = getattr(parent, block_name)
-        ctx.memo[key] = [(i, s, word) for i, s in enumerate(block) if (word := _exit_word(s)) is not None]
-    return ctx.memo[key]  # type: ignore[return-value]
-
-
-def _restrictions(ctx: FileContext, call: ast.AST, ancestors: list[ast.AST]) -> tuple[_Restriction, ...]:
-    """The rank guards, early rank exits and rank-only decorators of the call's own code that split the ranks; not a
-    test every rank answers alike, a list of ranks, or a `raise` on a failed check."""
-    found: list[_Restriction] = []
-    chain = [*ancestors, call]
-    for parent, child in zip(chain, chain[1:]):
-        if isinstance(parent, (ast.If, ast.IfExp, ast.While)) and names_rank(parent.test):
-            block = _block_of(parent, child)
-            if block in ("body", "orelse") and _splits_ranks(parent.test):
-                found.append(_Restriction("guard" if block == "body" else "else", parent, snippet(parent.test)))
-        if isinstance(parent, FUNCTIONS):
-            rank_decorators = one_process_decorators(parent)
-            if rank_decorators:
-                found.append(_Restriction("decorator", parent, rank_decorators[0]))
-        block_name = _block_of(parent, child)
-        if block_name not in ("body", "orelse", "finalbody"):
-            continue
-        place = position_in_block(parent, block_name, child)
-        if place is None:  # a branch of a conditional expression: no statements before it
-            continue
-        for index, statement, word in _exits_in(ctx, parent, block_name):
-            if index >= place:
-                break
-            if word != "raise" and _splits_ranks(statement.test):  # type: ignore[attr-defined]
-                found.append(_Restriction("exit", statement, f"if {snippet(statement.test)}: {word}"))  # type: ignore[attr-defined]
-    return tuple(found)
 
 
 def _calls_something(block: list[ast.stmt]) -> bool:
@@ -175,7 +51,7 @@ def _calls_something(block: list[ast.stmt]) -> bool:
     return False
 
 
-def _other_side_may_pair(restriction: _Restriction) -> bool:
+def _other_side_may_pair(restriction: Restriction) -> bool:
     """What the other ranks run instead: the other branch of the guard, or the block they leave by (`if rank != 0:
     wait(); return`). A call there may make the matching collective, out of sight."""
     node = restriction.node
@@ -241,7 +117,7 @@ class RankDivergentCollective(Rule):
             return  # a forward that trains nothing runs a collective only for a module with buffers: not told here
         # Only a split this rule can spell out (a guard, its `else`, an early exit, a decorator): the shared guard
         # analysis also counts code that runs in a single-process run only, where every rank agrees.
-        restrictions = _restrictions(self.ctx, node, ancestors)
+        restrictions = rank_restrictions(self.ctx, node, ancestors)
         if restrictions:
             self._found.append(_Collective(node, list(ancestors), operation, description, restrictions))
 
