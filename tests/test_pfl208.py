@@ -7,7 +7,7 @@ from textwrap import dedent
 
 import pytest
 
-from marks import assert_marks
+from marks import assert_marks, expected, reported
 
 SETUP = """
 import torch
@@ -119,3 +119,31 @@ CASES = {
 @pytest.mark.parametrize("name", CASES)
 def test_case(name: str) -> None:
     assert_marks(SETUP + dedent(CASES[name]))
+
+
+# A test that backpropagates around the wrapper to compare gradients, and never steps: nothing drifts.
+GRADIENT_TEST = """
+def test_gradients_are_not_synced(net, batches):
+    ddp = DDP(net)
+    for x in batches:
+        loss = ddp.module(x).sum(){mark}
+        loss.backward()
+{update}
+"""
+UPDATES = {
+    "only-reads-the-gradients": "",
+    "optimizer-step": "        optimizer.step()\n",
+    "scaler-step": "        scaler.step(optimizer)\n",
+    "in-place-update": "        for p in net.parameters():\n            p.data.sub_(0.1 * p.grad)\n",
+    "subtracting-the-gradient": "        for p in net.parameters():\n            p -= 0.1 * p.grad\n",
+}
+
+
+@pytest.mark.parametrize("update", UPDATES)
+@pytest.mark.parametrize("path", ["tests/test_ddp.py", "test_ddp.py", "ddp_test.py", "train.py"])
+def test_a_test_that_never_updates_parameters_is_left_alone(update: str, path: str) -> None:
+    """In a test file, a bypass whose gradients are only read is on purpose; a step or an in-place update, or the
+    same code outside a test suite, is the pitfall."""
+    flagged = bool(UPDATES[update]) or path == "train.py"
+    source = SETUP + GRADIENT_TEST.replace("{mark}", "  # expect: PFL208" if flagged else "").replace("{update}", UPDATES[update])
+    assert {f for f in reported(source, path) if f[0] == "PFL208"} == expected(source)  # a step without zero_grad is PFL503's

@@ -78,10 +78,11 @@ def _called_only_by_name(ctx: FileContext, function: Function, ancestors: Sequen
         return False
     if name.startswith("_"):
         return True
-    return len(ancestors) == 1 and not name.startswith(_RUN_BY_NAME) and _is_test_file(ctx)
+    return len(ancestors) == 1 and not name.startswith(_RUN_BY_NAME) and is_test_file(ctx)
 
 
-def _is_test_file(ctx: FileContext) -> bool:
+def is_test_file(ctx: FileContext) -> bool:
+    """A file of a test suite: named so (`test_x.py`, `x_test.py`, `conftest.py`) or in a tests folder."""
     folders, _, file_name = ctx.project.relative_path.replace(os.sep, "/").rpartition("/")
     return _TEST_FILE.fullmatch(file_name) is not None or not _TEST_FOLDERS.isdisjoint(folders.split("/"))
 

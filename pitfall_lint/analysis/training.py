@@ -288,3 +288,22 @@ def reaches_backward(ctx: FileContext, value: ast.expr, ancestors: Sequence[ast.
                 targets = current.targets if isinstance(current, ast.Assign) else [current.target]
                 names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
     return None
+
+
+_IN_PLACE_UPDATES = frozenset({"add_", "sub_", "copy_", "mul_", "addcdiv_", "addcmul_", "lerp_"})
+
+
+def updates_parameters(function: Function) -> bool:
+    """Whether a function may change parameters after a backward: an optimizer's (or a scaler's) `step`, or an
+    in-place update of a tensor (`p.data.sub_(lr * p.grad)`, `p -= lr * p.grad`). Without one, gradients are only
+    read: a test that compares them, whatever their rank."""
+    for node in ast.walk(function):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr == "step" or node.func.attr in _IN_PLACE_UPDATES:
+                return True
+        elif isinstance(node, ast.AugAssign) and not isinstance(node.target, ast.Name):
+            return True  # `self.w -= ...`, `p.data -= ...`
+        elif isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Sub):
+            return True  # `p -= lr * p.grad` over the parameters
+    return False
+

@@ -6,8 +6,9 @@ import ast
 import bisect
 from collections.abc import Sequence
 
-from pitfall_lint.analysis.scopes import enclosing_function
-from pitfall_lint.analysis.training import dotted, reaches_backward, runs_without_grad
+from pitfall_lint.analysis.reachability import is_test_file
+from pitfall_lint.analysis.scopes import FUNCTIONS, enclosing_function
+from pitfall_lint.analysis.training import dotted, reaches_backward, runs_without_grad, updates_parameters
 from pitfall_lint.analysis.wrappers import DDP, WrapBinding, holds_wrapper, wrap_bindings
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import Rule
@@ -39,12 +40,20 @@ class DdpModuleBypass(Rule):
         backward = reaches_backward(self.ctx, node, ancestors)
         if backward is None:
             return  # evaluation or inference: nothing is backpropagated through it
+        if self._only_reads_gradients(ancestors):
+            return
         self.report(
             node,
             f"{bypass}, and the loss computed from it is backpropagated at line {backward.lineno}: DDP never sees this "
             "forward, so the gradients are not all-reduced and every rank steps with its own; the replicas drift apart "
             "without an error. Call the wrapper itself",
         )
+
+    def _only_reads_gradients(self, ancestors: Sequence[ast.AST]) -> bool:
+        """A test that backpropagates around the wrapper on purpose and never steps: it compares unsynchronised
+        gradients (a framework's test of its own reducer), and no replica's parameters change, so none drift."""
+        outermost = next((a for a in ancestors if isinstance(a, FUNCTIONS)), None)  # its inner helpers' steps count
+        return outermost is not None and is_test_file(self.ctx) and not updates_parameters(outermost)
 
     def _bypass(self, func: ast.expr, call: ast.Call, ancestors: Sequence[ast.AST]) -> str | None:
         """What the call runs around the wrapper, in words, or None."""
