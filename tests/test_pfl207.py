@@ -161,6 +161,32 @@ CASES = {
                 raise ValueError("bad rank")
             dist.barrier()
     """,
+    # The exit's condition cannot hold where the collective stands: with FSDP evaluation every rank goes on.
+    "an-early-exit-that-the-collective's-branch-rules-out": """
+        def evaluate(args):
+            use_fsdp_eval = args.fsdp and args.distributed
+            is_rank0 = rank == 0
+            if not use_fsdp_eval and not is_rank0:
+                return {}
+            if use_fsdp_eval:
+                dist.broadcast(t, src=0)
+    """,
+    "an-early-exit-ruled-out-by-an-assert": """
+        def evaluate(sharded):
+            if not sharded and rank != 0:
+                return
+            assert sharded
+            dist.all_reduce(t)
+    """,
+    "an-early-exit-that-another-branch-does-not-rule-out": """
+        def evaluate(use_fsdp_eval, args):
+            if not use_fsdp_eval and rank != 0:
+                return
+            if args.verbose:
+                dist.broadcast(t, src=0)  # expect: PFL207
+            if not use_fsdp_eval:
+                dist.barrier()  # expect: PFL207
+    """,
     "a-local-function-named-like-a-collective": """
         def barrier():
             pass

@@ -12,7 +12,7 @@ from itertools import pairwise
 
 from pitfall_lint.analysis.evidence import snippet
 from pitfall_lint.analysis.ranks import names_rank, one_process_decorators
-from pitfall_lint.analysis.scopes import FUNCTIONS, position_in_block
+from pitfall_lint.analysis.scopes import FUNCTIONS, position_in_block, ruled_out_by_place
 from pitfall_lint.context import FileContext
 
 # What ends a block early on some ranks; a `raise` is a failed check, not another path through the program.
@@ -136,6 +136,6 @@ def rank_restrictions(ctx: FileContext, call: ast.AST, ancestors: list[ast.AST])
         for index, statement, word in _exits_in(ctx, parent, block_name):
             if index >= place:
                 break
-            if word != "raise" and splits_ranks(statement.test):  # type: ignore[attr-defined]
+            if word != "raise" and splits_ranks(statement.test) and not ruled_out_by_place(statement.test, chain):  # type: ignore[attr-defined]
                 found.append(Restriction("exit", statement, f"if {snippet(statement.test)}: {word}"))  # type: ignore[attr-defined]
     return tuple(found)

@@ -485,8 +485,18 @@ def _settled_tests(statement: ast.stmt) -> list[Branch]:
     return []
 
 
-def _settled_before(chain: Sequence[ast.AST]) -> set[Branch]:
-    """The tests settled by an assert or an early exit before the last node of the chain, in the blocks around it."""
+def ruled_out_by_place(test: ast.expr, chain: Sequence[ast.AST]) -> bool:
+    """Whether `test` is surely false where the last node of the chain stands: one of its `and` parts contradicts an
+    `if` the node is in (or one an assert or an early exit settled before it). `if not fsdp_eval and not is_rank0:
+    return` cannot have run inside a later `if fsdp_eval:`."""
+    conjuncts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+    known = _branches(chain) | _settled_before(chain, ignoring=test)
+    return any((tested, not taken) in known for tested, taken in (_branch(c, True) for c in conjuncts))
+
+
+def _settled_before(chain: Sequence[ast.AST], ignoring: ast.expr | None = None) -> set[Branch]:
+    """The tests settled by an assert or an early exit before the last node of the chain, in the blocks around it
+    (but the one whose test is `ignoring`)."""
     found: set[Branch] = set()
     for parent, child in zip(chain, chain[1:]):
         if not isinstance(child, ast.stmt):
@@ -503,7 +513,8 @@ def _settled_before(chain: Sequence[ast.AST]) -> set[Branch]:
             for index, statement in settling:
                 if index >= place:
                     break
-                found.update(_settled_tests(statement))
+                if statement.test is not ignoring:  # type: ignore[attr-defined]
+                    found.update(_settled_tests(statement))
     return found
 
 
