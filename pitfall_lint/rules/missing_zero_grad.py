@@ -68,6 +68,7 @@ class MissingZeroGrad(Rule):
         summary="A training loop steps the optimizer without zeroing gradients: they accumulate across iterations.",
         severity="error",
         hint="call `optimizer.zero_grad()` every iteration, before `.backward()` (or right after `.step()`)",
+        preview=True,  # below the first-run bar (bench/fresh): runs with --preview
     )
     # `.backward()` and `.step()` in a loop, on an optimizer that the file names or builds from torch.optim.
     triggers = (("backward",), ("step",), ("optim",))

@@ -102,6 +102,7 @@ class RankVsLocalRank(Rule):
         hint='pick the device with LOCAL_RANK (`int(os.environ["LOCAL_RANK"])`) and the one writer with the global rank '
         "(`dist.get_rank() == 0`)",
         verifiable=True,
+        preview=True,  # below the first-run bar (bench/fresh): runs with --preview
     )
     triggers = (("rank", "RANK", "process_index"),)
     subscriptions = (ast.Call, ast.JoinedStr, ast.BinOp)
