@@ -29,6 +29,21 @@ def source(body: str, wrap: str = WRAP) -> str:
 
 
 REPORTED = {
+    "used-in-one-branch-and-in-a-branch-of-another-test": """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+                self.extra = nn.Linear(4, 4)  # expect: PFL205
+            def forward(self, x, train=True, verbose=False):
+                x = self.fc(x)
+                if train:
+                    if verbose:
+                        x = self.extra(x)
+                else:
+                    x = self.extra(x)
+                return x
+    """,
     "never-used": """
         class Net(nn.Module):
             def __init__(self):
@@ -138,6 +153,32 @@ def test_reported(name: str) -> None:
 
 
 NOT_REPORTED = {
+    "used-in-both-branches-of-one-test": """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.encoder = nn.Linear(4, 4)
+                self.decoder = nn.Linear(4, 4)
+            def forward(self, x, answer=None, train=True):
+                if train:
+                    hidden = self.encoder(x)
+                    return self.decoder(hidden + answer).sum()
+                else:
+                    hidden = self.encoder(x)
+                    if answer is None:
+                        return self.decoder(hidden)
+                    return self.decoder(hidden + answer)
+    """,
+    "used-in-a-branch-and-past-its-early-return": """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.head = nn.Linear(4, 4)
+            def forward(self, x, train=True):
+                if train:
+                    return self.head(x).sum()
+                return self.head(x)
+    """,
     "every-submodule-used": """
         class Net(nn.Module):
             def __init__(self):

@@ -375,6 +375,8 @@ class DdpUnusedParameters(WrappedModuleRule):
                 if not left:
                     return None  # used on every training forward
                 counted.append(left)
+        if counted and any(not left for left in _joined(counted)):
+            return None  # used in both branches of one test (`if train: ... else: ...`): on every training forward
         if not counted:
             if static_graph:
                 return None  # the same parameters go unused on every iteration: a static graph handles that
@@ -389,6 +391,32 @@ class DdpUnusedParameters(WrappedModuleRule):
             return "`forward` uses only on some calls (past an early return, in an exception handler or a match case)"
         polarity = "" if condition.positive else "not "
         return f"`forward` uses only when `{polarity}{snippet(condition.test)}` (line {condition.test.lineno})"
+
+
+_MAX_JOINED = 64  # condition lists kept while joining the uses of one attribute
+
+
+def _joined(uses: list[list[_Condition]]) -> list[tuple[_Condition, ...]]:
+    """The uses' condition lists with every pair that differs only in the side of one test joined into one without
+    that test: a use under `if train:` and one in its `else` (or past its early return) make a use without it."""
+    found = {tuple(use) for use in uses}
+    changed = True
+    while changed and len(found) < _MAX_JOINED:
+        changed = False
+        for first in list(found):
+            for second in list(found):
+                if len(first) != len(second):
+                    continue
+                differing = [i for i, (a, b) in enumerate(zip(first, second)) if a != b]
+                if len(differing) != 1:
+                    continue
+                a, b = first[differing[0]], second[differing[0]]
+                if a.test is not None and a.test is b.test and a.positive != b.positive:
+                    joined = first[: differing[0]] + first[differing[0] + 1 :]
+                    if joined not in found:
+                        found.add(joined)
+                        changed = True
+    return list(found)
 
 
 def _condition_kind(condition: _Condition, attribute: str, instance: str) -> str:
