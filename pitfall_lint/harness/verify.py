@@ -28,6 +28,7 @@ from pitfall_lint.harness.reasons import ECHOES, Stop, final_statement, stop_poi
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord, Status
 from pitfall_lint.harness.runner import RunOutcome, run_guarded
 from pitfall_lint.harness.sandbox import SEAL_UNAVAILABLE, UNSEALED_NO_NAMESPACES, Enclosure, remove_scratch
+from pitfall_lint.harness.signed import found_at_run_time
 from pitfall_lint.harness.words import counted
 from pitfall_lint.notebook import NotebookError, NotebookSource, read_notebook
 from pitfall_lint.rules.base import Rule
@@ -443,10 +444,16 @@ def _judge(report: VerifyReport, project: ProjectFindings, source: _Source, find
     for key, finding in findings.items():
         probe, at_run = probes[finding.code], runnable[key]
         judgement = probe.judge(at_run, run) if plan.kind in probe.kinds and run.ran(at_run.path, at_run.line) else None
+        judgement = judgement or probe.on_the_stack(at_run, run)
         if judgement is not None:
             explained.update(judgement.explains)
         judged.append((finding, judgement))
-    culprit = _culprit(stop, [v for _, v in judged if v is not None])
+    signed = []
+    for finding, judgement in found_at_run_time(run, probes, selected, explained):
+        if not is_suppressed(finding.code, _line_text(finding)):  # the line as the run counted it
+            explained.update(judgement.explains)
+            signed.append((source.as_written(finding), judgement))
+    culprit = _culprit(stop, [v for _, v in judged if v is not None] + [v for _, v in signed])
     if culprit is not None:
         stop = Stop(f"the run ended with the failure confirmed above ({culprit.evidence.error_type})")
     for finding, judgement in judged:
@@ -456,6 +463,7 @@ def _judge(report: VerifyReport, project: ProjectFindings, source: _Source, find
             others_unreached += 1
             continue
         report.verdicts.append(Verdict(finding, judgement.status, judgement.evidence, report.mode, seconds))
+    report.verdicts += [Verdict(f, j.status, j.evidence, report.mode, seconds, runtime_only=True) for f, j in signed]
     # What the run saw at a line whose static finding it confirmed is that finding's evidence (two nodes' local
     # rank 0 writing one file is PFL305's), not a finding of its own.
     confirmed_at = {_place(v.finding) for v in report.verdicts if v.status == "confirmed"}
