@@ -82,6 +82,31 @@ def test_spawn_args_that_are_not_a_tuple_confirm_pfl302_from_the_real_error(
         str(folder / script), *frame)
 
 
+# --- a flagged class the script never called -----------------------------------------------------------------------
+
+
+def test_a_model_wrapped_and_never_called_is_confirmed_by_a_direct_run(tmp_path: Path) -> None:
+    folder = project(tmp_path, "model_report")
+    returncode, report, stderr = run_verify(folder / "train.py", cwd=folder)
+    assert (returncode, report["unexplained"], report["stop"], report["mode"]) == (1, [], None, _SCRIPT_MODE), stderr
+    assert report["outcome"] == "finished without a failure; no process left behind"
+    (finding,) = report["findings"]
+    assert (finding["code"], finding["path"], finding["line"], finding["status"]) == ("PFL101", "train.py", 15, "confirmed")
+    assert finding["mode"] == ("a direct run after the script: 2-way DataParallel around GaussianSmoother(...) as called "
+                               "at train.py:28; 2 virtual CUDA devices on the CPU (no real GPU visible)")
+    evidence = finding["evidence"]
+    assert evidence["mechanism"] == ("replica 1 ran `_gaussian` (stored in `op`), bound to the original GaussianSmoother, "
+                                     "on the original's parameters")
+    assert (evidence["error_type"], evidence["message"].split(" [")[0]) == (
+        "RuntimeError", "Expected all tensors to be on the same device, but found at least two devices, cuda:1 and cuda:0!")
+    assert (evidence["user_frame"]["file"], evidence["user_frame"]["line"]) == (str(folder / "train.py"), 18)
+    assert report["notes"] == ["the script wrapped GaussianSmoother in nn.DataParallel at train.py:30 and never called "
+                               "it: verify ran it directly after the script"]
+    # The fixed twin calls the method by name in forward: nothing to confirm, a clean exit.
+    returncode, report, stderr = run_verify(folder / "train_fixed.py", cwd=folder)
+    assert (returncode, report["findings"], report["unexplained"], report["stop"]) == (0, [], [], None), stderr
+
+
 # --- signatures across versions (no run) ---------------------------------------------------------------------------
 
 

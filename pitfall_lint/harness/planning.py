@@ -171,3 +171,15 @@ def model_classes(path: str, data: bytes, tree: ast.Module) -> list[str]:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id != name
     }
     return [c for c in reversed(classes) if c not in built] + [c for c in classes if c in built]
+
+
+def enclosing_class(path: str, line: int) -> str | None:
+    """The module-level class whose body holds the line, if any."""
+    try:
+        with open(path, "rb") as handle:
+            tree = ast.parse(handle.read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    return next((s.name for s in tree.body if isinstance(s, ast.ClassDef) and s.lineno <= line <= (s.end_lineno or 0)),
+                None)
+

@@ -13,6 +13,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from pitfall_lint.checking import ProjectSettings
 from pitfall_lint.diagnostic import Diagnostic
 from pitfall_lint.files import Excluder
 from pitfall_lint.harness.monitor import Monitor
-from pitfall_lint.harness.planning import Plan, constructor_call, model_classes, plan_run
+from pitfall_lint.harness.planning import Plan, constructor_call, enclosing_class, model_classes, plan_run
 from pitfall_lint.harness.probes import all_probes
 from pitfall_lint.harness.probes.base import Command, Launch, last_line, same_file
 from pitfall_lint.harness.project import ProjectFindings, check_project, project_root
@@ -306,22 +307,43 @@ def verify(
         requested.update(probe.environment([runnable[i] for i, f in findings.items() if f.code == code]))
     if not marked:
         requested["PITFALL_LINT_PROJECT_FLAT"] = "1"
-    home = os.path.expanduser("~")
-    scratch = _scratch_outside([str(root), os.getcwd(), home])
-    report.scratch = str(scratch)
-    try:
-        (scratch / "trace").mkdir()
-        enclosure = Enclosure.around(scratch, [str(root), os.getcwd()], home, not options.allow_network)
-        outcome = _run(enclosure, plan, start, script, str(root), device, options, port, requested, scratch, progress)
-        run = RunRecord.read(script, scratch / "trace", outcome.output, outcome.returncode, outcome.timed_out,
-                             enclosure.outside, outcome.stopped, outcome.stopping_since)
-        report.written = enclosure.written()
-    finally:
-        remove_scratch(scratch)
-    if outcome.interrupted:
-        raise KeyboardInterrupt
+    enclosed = _Enclosed(str(root), device, options, port, requested, progress)
+    outcome, run, enclosure, report.written = enclosed.run(plan, start, script)
+    report.scratch = str(enclosure.scratch)
     _conclude(report, run, outcome, enclosure, options, project, source, findings, runnable, str(root))
+    _probe_unexercised(report, run, enclosed, project, runnable, path, device_note)
     return report
+
+
+@dataclass(frozen=True)
+class _Enclosed:
+    """How each run of one verify starts: in an enclosure of its own, with the same devices, port and conditions."""
+
+    root: str
+    device: str
+    options: VerifyOptions
+    port: int
+    requested: dict[str, str]
+    progress: Callable[[str], None]
+
+    def run(self, plan: Plan, start: Callable[[str], Command],
+            script: str) -> tuple[RunOutcome, RunRecord, Enclosure, list[str]]:
+        """The run, what it recorded, its enclosure, and the files it wrote there (none of them kept)."""
+        home = os.path.expanduser("~")
+        scratch = _scratch_outside([self.root, os.getcwd(), home])
+        try:
+            (scratch / "trace").mkdir()
+            enclosure = Enclosure.around(scratch, [self.root, os.getcwd()], home, not self.options.allow_network)
+            outcome = _run(enclosure, plan, start, script, self.root, self.device, self.options, self.port,
+                           self.requested, scratch, self.progress)
+            run = RunRecord.read(script, scratch / "trace", outcome.output, outcome.returncode, outcome.timed_out,
+                                 enclosure.outside, outcome.stopped, outcome.stopping_since)
+            written = enclosure.written()
+        finally:
+            remove_scratch(scratch)
+        if outcome.interrupted:
+            raise KeyboardInterrupt
+        return outcome, run, enclosure, written
 
 
 def _conclude(report: VerifyReport, run: RunRecord, outcome: RunOutcome, enclosure: Enclosure, options: VerifyOptions,
@@ -348,6 +370,51 @@ def _conclude(report: VerifyReport, run: RunRecord, outcome: RunOutcome, enclosu
         report.notes += [f"{_at(f)} has a {f.code} finding, which verify has no probe for: it may explain the failure"
                          for f in unprobed[:3]]
     report.failure = _run_failure(run, report, stop)
+
+
+def _probe_unexercised(report: VerifyReport, run: RunRecord, enclosed: _Enclosed, project: ProjectFindings,
+                       runnable: dict[int, Diagnostic], script: str, device_note: str) -> None:
+    """Each module class the script wrapped in nn.DataParallel and never called, with findings no run exercised: built
+    as the script builds it, run N-way directly after the script; its verdicts say that run gave them."""
+    if report.stop is not None or report.plan.kind not in ("script", "notebook"):
+        return
+    probes = all_probes()
+    wraps = {(e["module"], os.path.realpath(e["defined_in"])): e for e in run.of("dp-wrapped")}
+    unexercised: dict[tuple[str, str], list[int]] = {}
+    for index, verdict in enumerate(report.verdicts):
+        probe, finding = probes[verdict.finding.code], verdict.finding
+        cls = enclosing_class(finding.path, finding.line) if verdict.status == "not-run" and "model" in probe.kinds else None
+        if cls is not None and (cls, os.path.realpath(finding.path)) in wraps:
+            unexercised.setdefault((cls, os.path.realpath(finding.path)), []).append(index)
+    for (cls, file), indices in unexercised.items():
+        wrap = wraps[(cls, file)]
+        # The script's own call first: verify builds the model as the script does.
+        model = constructor_call([cls], sorted(project.paths, key=lambda p: os.path.realpath(p) != os.path.realpath(script)))
+        plan = Plan("model", f"the script wrapped {cls} in nn.DataParallel and never called it", model=model or {"class": cls})
+        enclosed.progress(f"running {cls} directly: the script never called it")
+        outcome, direct, _, _ = enclosed.run(plan, partial(_command, plan, options=enclosed.options, port=enclosed.port,
+                                                           probed={}), file)
+        built = next((e["how"] for e in direct.of("model-built")), f"{cls}(...)")
+        mode = f"a direct run after the script: {enclosed.options.nproc}-way DataParallel around {built}; {device_note}"
+        for index in indices:
+            verdict = report.verdicts[index]
+            probe, at_run = probes[verdict.finding.code], runnable[id(verdict.finding)]
+            judgement = probe.judge(at_run, direct) if direct.ran(at_run.path, at_run.line) else None
+            judgement = judgement or probe.on_the_stack(at_run, direct)
+            if judgement is not None:
+                report.verdicts[index] = Verdict(verdict.finding, judgement.status, judgement.evidence, mode,
+                                                 round(outcome.seconds, 2))
+        where = f"{_display(wrap.get('file') or file)}:{wrap.get('line')}" if wrap.get("line") else _display(file)
+        report.notes.append(f"the script wrapped {cls} in nn.DataParallel at {where} and never called it: verify ran it "
+                            "directly after the script")
+    if unexercised:
+        report.verdicts.sort(key=lambda v: v.status != "confirmed")
+        report.failure = _run_failure(run, report, None)
+
+
+def _display(path: str) -> str:
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative
 
 
 def _run(enclosure: Enclosure, plan: Plan, start: Callable[[str], Command], script: str, root: str, device: str,
