@@ -107,6 +107,41 @@ def test_a_model_wrapped_and_never_called_is_confirmed_by_a_direct_run(tmp_path:
     assert (returncode, report["findings"], report["unexplained"], report["stop"]) == (0, [], [], None), stderr
 
 
+# --- a helper with no entry point ----------------------------------------------------------------------------------
+
+
+def test_a_helper_runs_through_the_training_script_that_calls_it(tmp_path: Path) -> None:
+    folder = project(tmp_path, "ddp_helper_port")
+    # PFL306 is a preview rule: --preview runs it.
+    returncode, report, stderr = run_verify(folder / "dist_utils.py", "--preview", cwd=folder)
+    assert (returncode, report["run"], report["unexplained"], report["stop"]) == (1, "script", [], None), stderr
+    assert report["why"] == ("it has no entry point: verify runs train.py, which calls its setup() at line 12 (train.py: "
+                             "it has an entry point, so it runs as `python FILE` would)")
+    (finding,) = report["findings"]
+    assert (finding["code"], finding["path"], finding["line"], finding["status"]) == (
+        "PFL306", "dist_utils.py", 10, "confirmed")
+    evidence = finding["evidence"]
+    assert evidence["mechanism"] == ("with port 12355 already taken (as by a second job on the machine), the script "
+                                     "could not start")
+    assert (evidence["error_type"], evidence["message"]) == (
+        "DistNetworkError", "The server socket has failed to listen on any local network address. port: 12355, "
+        "useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use")
+    assert (evidence["user_frame"]["file"], evidence["user_frame"]["line"]) == (str(folder / "dist_utils.py"), 11)
+
+
+def test_a_helper_only_another_helper_calls_names_it(tmp_path: Path) -> None:
+    folder = project(tmp_path, "ddp_helper_port")
+    (folder / "train.py").unlink()
+    (folder / "launch.py").write_text("from dist_utils import setup\n\n\ndef start(rank):\n    setup(rank, 2)\n")
+    returncode, report, stderr = run_verify(folder / "dist_utils.py", "--preview", cwd=folder)
+    reason = ("no entry point ran this module, nor launch.py, which calls its setup() at line 5: verify the script that "
+              "runs them (pitfall-lint verify SCRIPT)")
+    assert (returncode, report["why"]) == (2, reason)
+    assert [(f["code"], f["line"], f["status"], f["evidence"]["mechanism"]) for f in report["findings"]] == [
+        ("PFL306", 10, "not-run", reason)]
+    assert stderr.strip().splitlines()[-1] == f"error: {folder / 'dist_utils.py'}: {reason}"
+
+
 # --- signatures across versions (no run) ---------------------------------------------------------------------------
 
 

@@ -21,7 +21,14 @@ from pitfall_lint.checking import ProjectSettings
 from pitfall_lint.diagnostic import Diagnostic
 from pitfall_lint.files import Excluder
 from pitfall_lint.harness.monitor import Monitor
-from pitfall_lint.harness.planning import Plan, constructor_call, enclosing_class, model_classes, plan_run
+from pitfall_lint.harness.planning import (
+    Plan,
+    constructor_call,
+    enclosing_class,
+    model_classes,
+    plan_run,
+    plan_through_callers,
+)
 from pitfall_lint.harness.probes import all_probes
 from pitfall_lint.harness.probes.base import Command, Launch, last_line, same_file
 from pitfall_lint.harness.project import ProjectFindings, check_project, project_root
@@ -283,17 +290,22 @@ def verify(
         classes = model_classes(path, data, source.tree)
         calls = (constructor_call([name], project.paths) for name in classes)
         plan = replace(plan, model=next((c for c in calls if c), None) or {"class": classes[0]})
+    running = source  # the file run: a helper runs through a script of the project that calls it
+    if plan.kind is None and options.example is None and project.model is not None:
+        plan, caller = plan_through_callers(project.model.module_callers(path))
+        running = _read_source(caller)[1] if caller is not None else source
     probes = all_probes()
     options = replace(options, selected=frozenset(rule.info.code for rule in rules))
     report = VerifyReport(path=path, plan=plan, mode="not run")
     script_findings = [f for f in project.in_file(path) if f.code in probes]
     port = _free_loopback_port()
-    probed = {code: [f for f in script_findings if f.code == code] for code in probes}
+    launched = script_findings + [f for f in project.in_file(running.path) if f.code in probes and running is not source]
+    probed = {code: [f for f in launched if f.code == code] for code in probes}
 
     def start(script: str) -> Command:
         return _command(plan, script, options, port, probed)
 
-    script = os.path.abspath(path)
+    script = os.path.abspath(running.path)
     device, device_note = _device_mode(options, start(script))
     if plan.kind is None:
         report.verdicts = [Verdict(f, "not-run", Evidence(plan.reason), "not run", 0.0) for f in script_findings]
@@ -310,8 +322,8 @@ def verify(
     enclosed = _Enclosed(str(root), device, options, port, requested, progress)
     outcome, run, enclosure, report.written = enclosed.run(plan, start, script)
     report.scratch = str(enclosure.scratch)
-    _conclude(report, run, outcome, enclosure, options, project, source, findings, runnable, str(root))
-    _probe_unexercised(report, run, enclosed, project, runnable, path, device_note)
+    _conclude(report, run, outcome, enclosure, options, project, source, running, findings, runnable, str(root))
+    _probe_unexercised(report, run, enclosed, project, runnable, running.path, device_note)
     return report
 
 
@@ -347,9 +359,10 @@ class _Enclosed:
 
 
 def _conclude(report: VerifyReport, run: RunRecord, outcome: RunOutcome, enclosure: Enclosure, options: VerifyOptions,
-              project: ProjectFindings, source: _Source, findings: dict[int, Diagnostic], runnable: dict[int, Diagnostic],
-              root: str) -> None:
-    """From what the run recorded: the verdicts, the failures nothing explains, where it stopped short, and why."""
+              project: ProjectFindings, source: _Source, running: _Source, findings: dict[int, Diagnostic],
+              runnable: dict[int, Diagnostic], root: str) -> None:
+    """From what the run recorded: the verdicts, the failures nothing explains, where it stopped short, and why.
+    `source` is the file verified, `running` the file run (the same, or a script that calls it)."""
     probes = all_probes()
     report.seconds = outcome.seconds
     report.isolation = enclosure.status.get("network", "")
@@ -358,7 +371,7 @@ def _conclude(report: VerifyReport, run: RunRecord, outcome: RunOutcome, enclosu
     report.notes += _notes(run, options)
     if source.notebook is not None:
         _mark_cells(run, source)
-    stop = stop_point(run, source.path, root, not options.allow_network, options.timeout, final_statement(source.tree))
+    stop = stop_point(run, running.path, root, not options.allow_network, options.timeout, final_statement(running.tree))
     explained, ended_by_finding = _judge(report, project, source, findings, runnable, run, report.plan, stop, probes,
                                          {code for code in probes if code in options.selected}, outcome)
     if ended_by_finding:
