@@ -4,12 +4,12 @@ model file, or as a notebook."""
 from __future__ import annotations
 
 import ast
-import os
 from dataclasses import dataclass, replace
 
 from pitfall_lint.analysis.distributed import sets_up_distributed
 from pitfall_lint.analysis.scopes import is_main_guard
 from pitfall_lint.context import FileContext
+from pitfall_lint.harness.reasons import shown_path
 from pitfall_lint.project.model import ProjectModel
 from pitfall_lint.source import SourceText
 
@@ -194,12 +194,12 @@ def plan_through_callers(callers: list[tuple[str, int, str]]) -> tuple[Plan, str
             continue
         plan = plan_run(caller, data, tree, None)
         if plan.kind in ("script", "distributed"):
-            shown = os.path.relpath(caller)
+            shown = shown_path(caller)
             return replace(plan, reason=f"it has no entry point: verify runs {shown}, which calls its {function}() at "
                            f"line {line} ({shown}: {plan.reason})"), caller
     if callers:
         caller, line, function = callers[0]
-        return Plan(None, f"no entry point ran this module, nor {os.path.relpath(caller)}, which calls its {function}() "
+        return Plan(None, f"no entry point ran this module, nor {shown_path(caller)}, which calls its {function}() "
                     f"at line {line}: verify the script that runs them (pitfall-lint verify SCRIPT)"), None
     return Plan(None, "no entry point ran this module, and no file of the project calls it: verify the script that "
                 "uses it (pitfall-lint verify SCRIPT)"), None

@@ -32,7 +32,7 @@ from pitfall_lint.harness.planning import (
 from pitfall_lint.harness.probes import all_probes
 from pitfall_lint.harness.probes.base import Command, Launch, last_line, same_file
 from pitfall_lint.harness.project import ProjectFindings, check_project, project_root
-from pitfall_lint.harness.reasons import ECHOES, Stop, final_statement, stop_point
+from pitfall_lint.harness.reasons import ECHOES, Stop, final_statement, shown_path, stop_point
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord, Status
 from pitfall_lint.harness.runner import RunOutcome, run_guarded
 from pitfall_lint.harness.sandbox import SEAL_UNAVAILABLE, UNSEALED_NO_NAMESPACES, Enclosure, remove_scratch
@@ -417,17 +417,12 @@ def _probe_unexercised(report: VerifyReport, run: RunRecord, enclosed: _Enclosed
             if judgement is not None:
                 report.verdicts[index] = Verdict(verdict.finding, judgement.status, judgement.evidence, mode,
                                                  round(outcome.seconds, 2))
-        where = f"{_display(wrap.get('file') or file)}:{wrap.get('line')}" if wrap.get("line") else _display(file)
-        report.notes.append(f"the script wrapped {cls} in nn.DataParallel at {where} and never called it: verify ran it "
+        where = f" at {shown_path(wrap['file'])}:{wrap['line']}" if wrap.get("file") and wrap.get("line") else ""
+        report.notes.append(f"the script wrapped {cls} in nn.DataParallel{where} and never called it: verify ran it "
                             "directly after the script")
     if unexercised:
         report.verdicts.sort(key=lambda v: v.status != "confirmed")
         report.failure = _run_failure(run, report, None)
-
-
-def _display(path: str) -> str:
-    relative = os.path.relpath(path)
-    return path if relative.startswith("..") else relative
 
 
 def _run(enclosure: Enclosure, plan: Plan, start: Callable[[str], Command], script: str, root: str, device: str,
