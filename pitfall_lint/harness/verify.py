@@ -392,7 +392,8 @@ def _probe_unexercised(report: VerifyReport, run: RunRecord, enclosed: _Enclosed
     if report.stop is not None or report.plan.kind not in ("script", "notebook"):
         return
     probes = all_probes()
-    wraps = {(e["module"], os.path.realpath(e["defined_in"])): e for e in run.of("dp-wrapped")}
+    called = {e["module"] for e in run.of("dp-called")}
+    wraps = {(e["module"], os.path.realpath(e["defined_in"])): e for e in run.of("dp-wrapped") if e["module"] not in called}
     unexercised: dict[tuple[str, str], list[int]] = {}
     for index, verdict in enumerate(report.verdicts):
         probe, finding = probes[verdict.finding.code], verdict.finding

@@ -8,8 +8,8 @@
   submodules the original model had before the step and after it.
 - PFL212: an attribute that the user's project sets on a wrapper, compared with the wrapped module's own at the next
   forward.
-- Each module of the project wrapped in DataParallel, and where: a flagged class the script wraps and never calls is
-  run directly after the script.
+- Each module of the project wrapped in DataParallel, and where, and each one called through it: a flagged class the
+  script wraps and never calls is run directly after the script.
 Events are emitted a few times per attribute at most; the user's code sees torch's behaviour unchanged.
 """
 
@@ -181,6 +181,8 @@ def _quietly(observation: Any, *arguments: Any) -> Any:
 
 def _observed_forward(original: Any) -> Any:
     def forward(self: Any, *inputs: Any, **kwargs: Any) -> Any:
+        if _once("dp-called", type(self.module)):
+            emit("dp-called", module=type(self.module).__name__)
         _quietly(_compare_set_attributes, self)
         compiled = _quietly(_compiled_before, self.module) or []
         _state.replicas = None
