@@ -349,9 +349,10 @@ def test_file_with_no_entry_point_and_no_module(tmp_path: Path) -> None:
     (tmp_path / "helpers.py").write_text("import torch\n\n\ndef save(obj, path):\n    torch.save(obj, path)\n")
     returncode, report, stderr = verify(tmp_path / "helpers.py", "--preview")  # the torch.save's rule, PFL201, is preview
     assert (returncode, report["findings"]) == (2, [])
+    # pitfall_lint_example() is advice for a file that defines a model, not for a helper.
     assert stderr.strip().splitlines()[-1] == (
-        f"error: {tmp_path / 'helpers.py'}: no entry point ran this module: add `pitfall_lint_example()` returning "
-        "(model, args) or (model, args, kwargs)"
+        f"error: {tmp_path / 'helpers.py'}: no entry point ran this module, and no file of the project calls it: verify "
+        "the script that uses it (pitfall-lint verify SCRIPT)"
     )
 
 

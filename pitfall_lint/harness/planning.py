@@ -4,11 +4,12 @@ model file, or as a notebook."""
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pitfall_lint.analysis.distributed import sets_up_distributed
 from pitfall_lint.analysis.scopes import is_main_guard
 from pitfall_lint.context import FileContext
+from pitfall_lint.harness.reasons import shown_path
 from pitfall_lint.project.model import ProjectModel
 from pitfall_lint.source import SourceText
 
@@ -123,10 +124,7 @@ def plan_run(path: str, data: bytes, tree: ast.Module, example: str | None) -> P
     if classes:
         return Plan("model", f"it defines modules ({', '.join(classes[:3])}) and no entry point: verify builds one and "
                     "runs it N-way in nn.DataParallel", example=None)
-    return Plan(
-        None,
-        f"no entry point ran this module: add `{DEFAULT_EXAMPLE}()` returning (model, args) or (model, args, kwargs)",
-    )
+    return Plan(None, "no entry point ran this module, and it defines no model")
 
 
 def constructor_call(classes: list[str], paths: list[str]) -> dict[str, object] | None:
@@ -171,3 +169,37 @@ def model_classes(path: str, data: bytes, tree: ast.Module) -> list[str]:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id != name
     }
     return [c for c in reversed(classes) if c not in built] + [c for c in classes if c in built]
+
+
+def enclosing_class(path: str, line: int) -> str | None:
+    """The module-level class whose body holds the line, if any."""
+    try:
+        with open(path, "rb") as handle:
+            tree = ast.parse(handle.read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    return next((s.name for s in tree.body if isinstance(s, ast.ClassDef) and s.lineno <= line <= (s.end_lineno or 0)),
+                None)
+
+
+def plan_through_callers(callers: list[tuple[str, int, str]]) -> tuple[Plan, str | None]:
+    """For a module with no entry point (a helper): the first script of the project that calls one of its functions,
+    planned as it would run, with its path; else no plan, and the reason names the callers found."""
+    for caller, line, function in callers:
+        try:
+            with open(caller, "rb") as handle:
+                data = handle.read()
+            tree = ast.parse(data, filename=caller)
+        except (OSError, SyntaxError, ValueError):
+            continue
+        plan = plan_run(caller, data, tree, None)
+        if plan.kind in ("script", "distributed"):
+            shown = shown_path(caller)
+            return replace(plan, reason=f"it has no entry point: verify runs {shown}, which calls its {function}() at "
+                           f"line {line} ({shown}: {plan.reason})"), caller
+    if callers:
+        caller, line, function = callers[0]
+        return Plan(None, f"no entry point ran this module, nor {shown_path(caller)}, which calls its {function}() "
+                    f"at line {line}: verify the script that runs them (pitfall-lint verify SCRIPT)"), None
+    return Plan(None, "no entry point ran this module, and no file of the project calls it: verify the script that "
+                "uses it (pitfall-lint verify SCRIPT)"), None

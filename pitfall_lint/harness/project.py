@@ -12,6 +12,7 @@ from pitfall_lint.checking import ProjectSettings, check_paths
 from pitfall_lint.diagnostic import ENGINE_CODES, Diagnostic
 from pitfall_lint.files import discover, display_path
 from pitfall_lint.project.layout import find_project_root
+from pitfall_lint.project.model import ProjectModel
 from pitfall_lint.rules.base import Rule
 
 _MAX_FILES = 3000
@@ -32,6 +33,7 @@ class ProjectFindings:
     by_file: dict[str, list[Diagnostic]]  # real path -> findings
     paths: list[str]  # the files checked
     errors: dict[str, str]  # real path -> why it could not be checked
+    model: ProjectModel | None = None  # what the project's files define and call, for the script's callers
 
     def in_file(self, path: str) -> list[Diagnostic]:
         return self.by_file.get(os.path.realpath(path), [])
@@ -51,7 +53,8 @@ def check_project(root: Path, script: str, rules: list[type[Rule]], settings: Pr
     if script_real not in {os.path.realpath(p) for p in paths}:
         paths.append(script)
     # One root for all of them, the one found above (none for a flat folder: the files named are the project).
-    results = check_paths(paths, rules, replace(settings, root=None if flat else root), root, use_cache=False).results
+    run = check_paths(paths, rules, replace(settings, root=None if flat else root), root, use_cache=False)
+    results = run.results
     by_file: dict[str, list[Diagnostic]] = {}
     errors: dict[str, str] = {}
     for result in results:
@@ -66,4 +69,5 @@ def check_project(root: Path, script: str, rules: list[type[Rule]], settings: Pr
         kept = [d for d in result.diagnostics if d.code not in ENGINE_CODES]
         if kept:
             by_file[real] = kept
-    return ProjectFindings(root, by_file, paths, errors)
+    model = next((m for p, m in run.projects.items() if os.path.realpath(p) == script_real), None)
+    return ProjectFindings(root, by_file, paths, errors, model)

@@ -53,11 +53,12 @@ def _where(place: dict[str, Any] | None) -> str:
     if not place or not place.get("file"):
         return ""
     if place.get("cell"):
-        return f" at {_display(place['file'])}:cell {place['cell']}:{place['cell_line']}"
-    return f" at {_display(place['file'])}:{place['line']}"
+        return f" at {shown_path(place['file'])}:cell {place['cell']}:{place['cell_line']}"
+    return f" at {shown_path(place['file'])}:{place['line']}"
 
 
-def _display(path: str) -> str:
+def shown_path(path: str) -> str:
+    """A path as the reports print it: relative to the working folder when inside it."""
     relative = os.path.relpath(path)
     return relative if not relative.startswith("..") else path
 

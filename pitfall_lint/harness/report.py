@@ -51,6 +51,8 @@ def write_text(report: VerifyReport, out: TextIO) -> None:
         if evidence.user_frame:
             out.write(f"    {_frame(evidence.user_frame)}\n")
         out.write(f"    {evidence.mechanism}\n")
+        if verdict.mode != report.mode:
+            out.write(f"    run: {verdict.mode}\n")
     for failure in report.unexplained:
         rank = f" (rank {failure['rank']})" if failure.get("rank") is not None else ""
         out.write(f"unexplained failure{rank}: {failure['type']}: {failure['message']}\n")

@@ -13,6 +13,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +21,22 @@ from pitfall_lint.checking import ProjectSettings
 from pitfall_lint.diagnostic import Diagnostic
 from pitfall_lint.files import Excluder
 from pitfall_lint.harness.monitor import Monitor
-from pitfall_lint.harness.planning import Plan, constructor_call, model_classes, plan_run
+from pitfall_lint.harness.planning import (
+    Plan,
+    constructor_call,
+    enclosing_class,
+    model_classes,
+    plan_run,
+    plan_through_callers,
+)
 from pitfall_lint.harness.probes import all_probes
 from pitfall_lint.harness.probes.base import Command, Launch, last_line, same_file
 from pitfall_lint.harness.project import ProjectFindings, check_project, project_root
-from pitfall_lint.harness.reasons import ECHOES, Stop, final_statement, stop_point
+from pitfall_lint.harness.reasons import ECHOES, Stop, final_statement, shown_path, stop_point
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord, Status
 from pitfall_lint.harness.runner import RunOutcome, run_guarded
 from pitfall_lint.harness.sandbox import SEAL_UNAVAILABLE, UNSEALED_NO_NAMESPACES, Enclosure, remove_scratch
+from pitfall_lint.harness.signed import found_at_run_time
 from pitfall_lint.harness.words import counted
 from pitfall_lint.notebook import NotebookError, NotebookSource, read_notebook
 from pitfall_lint.rules.base import Rule
@@ -281,17 +290,22 @@ def verify(
         classes = model_classes(path, data, source.tree)
         calls = (constructor_call([name], project.paths) for name in classes)
         plan = replace(plan, model=next((c for c in calls if c), None) or {"class": classes[0]})
+    running = source  # the file run: a helper runs through a script of the project that calls it
+    if plan.kind is None and options.example is None and project.model is not None:
+        plan, caller = plan_through_callers(project.model.module_callers(path))
+        running = _read_source(caller)[1] if caller is not None else source
     probes = all_probes()
     options = replace(options, selected=frozenset(rule.info.code for rule in rules))
     report = VerifyReport(path=path, plan=plan, mode="not run")
     script_findings = [f for f in project.in_file(path) if f.code in probes]
     port = _free_loopback_port()
-    probed = {code: [f for f in script_findings if f.code == code] for code in probes}
+    launched = script_findings + [f for f in project.in_file(running.path) if f.code in probes and running is not source]
+    probed = {code: [f for f in launched if f.code == code] for code in probes}
 
     def start(script: str) -> Command:
         return _command(plan, script, options, port, probed)
 
-    script = os.path.abspath(path)
+    script = os.path.abspath(running.path)
     device, device_note = _device_mode(options, start(script))
     if plan.kind is None:
         report.verdicts = [Verdict(f, "not-run", Evidence(plan.reason), "not run", 0.0) for f in script_findings]
@@ -305,28 +319,50 @@ def verify(
         requested.update(probe.environment([runnable[i] for i, f in findings.items() if f.code == code]))
     if not marked:
         requested["PITFALL_LINT_PROJECT_FLAT"] = "1"
-    home = os.path.expanduser("~")
-    scratch = _scratch_outside([str(root), os.getcwd(), home])
-    report.scratch = str(scratch)
-    try:
-        (scratch / "trace").mkdir()
-        enclosure = Enclosure.around(scratch, [str(root), os.getcwd()], home, not options.allow_network)
-        outcome = _run(enclosure, plan, start, script, str(root), device, options, port, requested, scratch, progress)
-        run = RunRecord.read(script, scratch / "trace", outcome.output, outcome.returncode, outcome.timed_out,
-                             enclosure.outside, outcome.stopped, outcome.stopping_since)
-        report.written = enclosure.written()
-    finally:
-        remove_scratch(scratch)
-    if outcome.interrupted:
-        raise KeyboardInterrupt
-    _conclude(report, run, outcome, enclosure, options, project, source, findings, runnable, str(root))
+    enclosed = _Enclosed(str(root), device, options, port, requested, progress)
+    outcome, run, enclosure, report.written = enclosed.run(plan, start, script)
+    report.scratch = str(enclosure.scratch)
+    _conclude(report, run, outcome, enclosure, options, project, source, running, findings, runnable, str(root))
+    _probe_unexercised(report, run, enclosed, project, runnable, running.path, device_note)
     return report
 
 
+@dataclass(frozen=True)
+class _Enclosed:
+    """How each run of one verify starts: in an enclosure of its own, with the same devices, port and conditions."""
+
+    root: str
+    device: str
+    options: VerifyOptions
+    port: int
+    requested: dict[str, str]
+    progress: Callable[[str], None]
+
+    def run(self, plan: Plan, start: Callable[[str], Command],
+            script: str) -> tuple[RunOutcome, RunRecord, Enclosure, list[str]]:
+        """The run, what it recorded, its enclosure, and the files it wrote there (none of them kept)."""
+        home = os.path.expanduser("~")
+        scratch = _scratch_outside([self.root, os.getcwd(), home])
+        try:
+            (scratch / "trace").mkdir()
+            enclosure = Enclosure.around(scratch, [self.root, os.getcwd()], home, not self.options.allow_network)
+            outcome = _run(enclosure, plan, start, script, self.root, self.device, self.options, self.port,
+                           self.requested, scratch, self.progress)
+            run = RunRecord.read(script, scratch / "trace", outcome.output, outcome.returncode, outcome.timed_out,
+                                 enclosure.outside, outcome.stopped, outcome.stopping_since)
+            written = enclosure.written()
+        finally:
+            remove_scratch(scratch)
+        if outcome.interrupted:
+            raise KeyboardInterrupt
+        return outcome, run, enclosure, written
+
+
 def _conclude(report: VerifyReport, run: RunRecord, outcome: RunOutcome, enclosure: Enclosure, options: VerifyOptions,
-              project: ProjectFindings, source: _Source, findings: dict[int, Diagnostic], runnable: dict[int, Diagnostic],
-              root: str) -> None:
-    """From what the run recorded: the verdicts, the failures nothing explains, where it stopped short, and why."""
+              project: ProjectFindings, source: _Source, running: _Source, findings: dict[int, Diagnostic],
+              runnable: dict[int, Diagnostic], root: str) -> None:
+    """From what the run recorded: the verdicts, the failures nothing explains, where it stopped short, and why.
+    `source` is the file verified, `running` the file run (the same, or a script that calls it)."""
     probes = all_probes()
     report.seconds = outcome.seconds
     report.isolation = enclosure.status.get("network", "")
@@ -335,7 +371,7 @@ def _conclude(report: VerifyReport, run: RunRecord, outcome: RunOutcome, enclosu
     report.notes += _notes(run, options)
     if source.notebook is not None:
         _mark_cells(run, source)
-    stop = stop_point(run, source.path, root, not options.allow_network, options.timeout, final_statement(source.tree))
+    stop = stop_point(run, running.path, root, not options.allow_network, options.timeout, final_statement(running.tree))
     explained, ended_by_finding = _judge(report, project, source, findings, runnable, run, report.plan, stop, probes,
                                          {code for code in probes if code in options.selected}, outcome)
     if ended_by_finding:
@@ -347,6 +383,47 @@ def _conclude(report: VerifyReport, run: RunRecord, outcome: RunOutcome, enclosu
         report.notes += [f"{_at(f)} has a {f.code} finding, which verify has no probe for: it may explain the failure"
                          for f in unprobed[:3]]
     report.failure = _run_failure(run, report, stop)
+
+
+def _probe_unexercised(report: VerifyReport, run: RunRecord, enclosed: _Enclosed, project: ProjectFindings,
+                       runnable: dict[int, Diagnostic], script: str, device_note: str) -> None:
+    """Each module class the script wrapped in nn.DataParallel and never called, with findings no run exercised: built
+    as the script builds it, run N-way directly after the script; its verdicts say that run gave them."""
+    if report.stop is not None or report.plan.kind not in ("script", "notebook"):
+        return
+    probes = all_probes()
+    called = {e["module"] for e in run.of("dp-called")}
+    wraps = {(e["module"], os.path.realpath(e["defined_in"])): e for e in run.of("dp-wrapped") if e["module"] not in called}
+    unexercised: dict[tuple[str, str], list[int]] = {}
+    for index, verdict in enumerate(report.verdicts):
+        probe, finding = probes[verdict.finding.code], verdict.finding
+        cls = enclosing_class(finding.path, finding.line) if verdict.status == "not-run" and "model" in probe.kinds else None
+        if cls is not None and (cls, os.path.realpath(finding.path)) in wraps:
+            unexercised.setdefault((cls, os.path.realpath(finding.path)), []).append(index)
+    for (cls, file), indices in unexercised.items():
+        wrap = wraps[(cls, file)]
+        # The script's own call first: verify builds the model as the script does.
+        model = constructor_call([cls], sorted(project.paths, key=lambda p: os.path.realpath(p) != os.path.realpath(script)))
+        plan = Plan("model", f"the script wrapped {cls} in nn.DataParallel and never called it", model=model or {"class": cls})
+        enclosed.progress(f"running {cls} directly: the script never called it")
+        outcome, direct, _, _ = enclosed.run(plan, partial(_command, plan, options=enclosed.options, port=enclosed.port,
+                                                           probed={}), file)
+        built = next((e["how"] for e in direct.of("model-built")), f"{cls}(...)")
+        mode = f"a direct run after the script: {enclosed.options.nproc}-way DataParallel around {built}; {device_note}"
+        for index in indices:
+            verdict = report.verdicts[index]
+            probe, at_run = probes[verdict.finding.code], runnable[id(verdict.finding)]
+            judgement = probe.judge(at_run, direct) if direct.ran(at_run.path, at_run.line) else None
+            judgement = judgement or probe.on_the_stack(at_run, direct)
+            if judgement is not None:
+                report.verdicts[index] = Verdict(verdict.finding, judgement.status, judgement.evidence, mode,
+                                                 round(outcome.seconds, 2))
+        where = f" at {shown_path(wrap['file'])}:{wrap['line']}" if wrap.get("file") and wrap.get("line") else ""
+        report.notes.append(f"the script wrapped {cls} in nn.DataParallel{where} and never called it: verify ran it "
+                            "directly after the script")
+    if unexercised:
+        report.verdicts.sort(key=lambda v: v.status != "confirmed")
+        report.failure = _run_failure(run, report, None)
 
 
 def _run(enclosure: Enclosure, plan: Plan, start: Callable[[str], Command], script: str, root: str, device: str,
@@ -450,10 +527,16 @@ def _judge(report: VerifyReport, project: ProjectFindings, source: _Source, find
     for key, finding in findings.items():
         probe, at_run = probes[finding.code], runnable[key]
         judgement = probe.judge(at_run, run) if plan.kind in probe.kinds and run.ran(at_run.path, at_run.line) else None
+        judgement = judgement or probe.on_the_stack(at_run, run)
         if judgement is not None:
             explained.update(judgement.explains)
         judged.append((finding, judgement))
-    culprit = _culprit(stop, [v for _, v in judged if v is not None])
+    signed = []
+    for finding, judgement in found_at_run_time(run, probes, selected, explained):
+        if not is_suppressed(finding.code, _line_text(finding)):  # the line as the run counted it
+            explained.update(judgement.explains)
+            signed.append((source.as_written(finding), judgement))
+    culprit = _culprit(stop, [v for _, v in judged if v is not None] + [v for _, v in signed])
     if culprit is not None:
         stop = Stop(f"the run ended with the failure confirmed above ({culprit.evidence.error_type})")
     for finding, judgement in judged:
@@ -463,6 +546,7 @@ def _judge(report: VerifyReport, project: ProjectFindings, source: _Source, find
             others_unreached += 1
             continue
         report.verdicts.append(Verdict(finding, judgement.status, judgement.evidence, report.mode, seconds))
+    report.verdicts += [Verdict(f, j.status, j.evidence, report.mode, seconds, runtime_only=True) for f, j in signed]
     # What the run saw at a line whose static finding it confirmed is that finding's evidence (two nodes' local
     # rank 0 writing one file is PFL305's), not a finding of its own.
     confirmed_at = {_place(v.finding) for v in report.verdicts if v.status == "confirmed"}

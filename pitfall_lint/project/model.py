@@ -986,6 +986,13 @@ class ProjectModel:
         candidates = self._possible_callers(path, "", name) if module_level else self._files_naming(name)
         return any(other != path for other in candidates)
 
+    def module_callers(self, path: str) -> list[tuple[str, int, str]]:
+        """Where the other files of the project call the module-level functions of `path`: (file, line, function)."""
+        path = os.path.abspath(path)
+        functions = [name for name, _ in (self.summary(path) or FileSummary()).functions if "." not in name]
+        return sorted((site_path, site.line, name) for name in functions for site_path, site in self._call_sites(path, name)
+                      if site_path != path)
+
     def has_callers(self, path: str, name: str) -> bool:
         """Whether any file of the project calls the function by a name that resolves to it."""
         return bool(self._call_sites(path, name))

@@ -8,11 +8,14 @@
   submodules the original model had before the step and after it.
 - PFL212: an attribute that the user's project sets on a wrapper, compared with the wrapped module's own at the next
   forward.
+- Each module of the project wrapped in DataParallel, and where, and each one called through it: a flagged class the
+  script wraps and never calls is run directly after the script.
 Events are emitted a few times per attribute at most; the user's code sees torch's behaviour unchanged.
 """
 
 from __future__ import annotations
 
+import inspect
 import sys
 import threading
 import warnings
@@ -178,6 +181,8 @@ def _quietly(observation: Any, *arguments: Any) -> Any:
 
 def _observed_forward(original: Any) -> Any:
     def forward(self: Any, *inputs: Any, **kwargs: Any) -> Any:
+        if _once("dp-called", type(self.module)):
+            emit("dp-called", module=type(self.module).__name__)
         _quietly(_compare_set_attributes, self)
         compiled = _quietly(_compiled_before, self.module) or []
         _state.replicas = None
@@ -232,9 +237,25 @@ def _observed_setattr(original: Any) -> Any:
     return setattr_
 
 
+def _wrapped(module: Any) -> None:
+    kind = type(module)
+    defined_in = project_file(inspect.getsourcefile(kind) or "")
+    if defined_in is not None and _once("dp-wrapped", kind):
+        emit("dp-wrapped", module=kind.__name__, defined_in=defined_in, **user_place())
+
+
+def _observed_init(original: Any) -> Any:
+    def __init__(self: Any, module: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, module, *args, **kwargs)
+        _quietly(_wrapped, module)
+
+    return __init__
+
+
 def observe_wrappers(torch: Any) -> None:
     """Installs the observations on the DataParallel class in use (real or emulated) and on DDP's."""
     data_parallel = torch.nn.DataParallel
+    data_parallel.__init__ = _observed_init(data_parallel.__init__)
     data_parallel.forward = _observed_forward(data_parallel.forward)
     data_parallel.replicate = _observed_replicate(data_parallel.replicate)
     data_parallel.gather = _observed_gather(data_parallel.gather)

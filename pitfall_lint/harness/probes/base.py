@@ -6,16 +6,60 @@ import os
 import re
 import sys
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pitfall_lint.diagnostic import Diagnostic
-from pitfall_lint.harness.record import Judgement, RunRecord
+from pitfall_lint.harness.record import Evidence, Judgement, RunRecord
 
 # How the parent's mp.spawn reports a child's failure: part of that failure, never a cause of its own.
 SPAWN_ECHOES = frozenset({"ProcessExitedException", "ProcessRaisedException"})
 # The error a rule's message predicts, quoted word for word: `die with "AttributeError: Can't get attribute 'train' on
 # <module '__main__'"`, `fails with "TypeError: train() takes 2 positional arguments but 3 were given"`.
 _PREDICTED = re.compile(r'"(?P<error>[A-Z]\w*(?:Error|Exception): [^"]+)"')
+
+
+@dataclass(frozen=True)
+class Signature:
+    """A failure a rule predicts, as Python and torch word it: the exception's types and a pattern of its message
+    (the alternatives cover the wordings of the versions users run). `means`: what the failure shows about the
+    pitfall, for the verdict. `telling`: the failure names the pitfall by itself, so that a run raising it with no
+    static finding on its stack has found one; any other confirms only a finding on the failing stack. `context`:
+    what the error's report must also show (raised in a DataParallel replica, inside `pack_padded_sequence`), where
+    the message alone is common to other mistakes."""
+
+    types: frozenset[str]
+    pattern: re.Pattern[str]
+    means: str
+    telling: bool = False
+    context: re.Pattern[str] | None = None
+
+    def said(self, error: dict[str, Any]) -> tuple[str, str] | None:
+        """The error's type and own words (the line of its message that matched, or the line that carries it in
+        another process's or a replica's report, "AttributeError: ...") when the error is this failure."""
+        message = error.get("message") or ""
+        for found in self.pattern.finditer(message):
+            start = message.rfind("\n", 0, found.start()) + 1
+            end = message.find("\n", found.end())
+            line = message[start:end if end >= 0 else len(message)].strip()
+            kind, _, words = line.partition(": ")
+            if not (words and kind.replace(".", "").isidentifier()):
+                kind, words = str(error.get("type")), line
+            if kind.rpartition(".")[2] in self.types:
+                return kind.rpartition(".")[2], words
+        return None
+
+    def matches(self, error: dict[str, Any]) -> tuple[str, str] | None:
+        said = self.said(error)
+        if said is None or self.context is None:
+            return said
+        report = f"{error.get('message') or ''}\n{error.get('traceback') or ''}"
+        return said if self.context.search(report) else None
+
+
+def signature(types: str, pattern: str, means: str, telling: bool = False, context: str | None = None) -> Signature:
+    """A signature from a space-separated list of exception types and regular expressions."""
+    return Signature(frozenset(types.split()), re.compile(pattern), means, telling,
+                     re.compile(context) if context else None)
 
 
 @dataclass(frozen=True)
@@ -52,6 +96,10 @@ class Probe:
     code: ClassVar[str]
     # The run kinds that can exercise the pitfall at all.
     kinds: ClassVar[frozenset[str]]
+    # The failures the rule predicts; the telling ones make a finding of a failure no static finding explains.
+    signatures: ClassVar[tuple[Signature, ...]] = ()
+    # For a finding found at run time: what to do instead, after what the failure meant.
+    remedy: ClassVar[str] = ""
 
     def environment(self, findings: list[Diagnostic]) -> dict[str, str]:
         """Conditions to set up for the run (a slower disk, a busy port), given this probe's findings."""
@@ -69,6 +117,35 @@ class Probe:
     def observe(self, script: str, run: RunRecord) -> list[tuple[Diagnostic, Judgement]]:
         """Findings that only the run can make (rules with no static check)."""
         return []
+
+    def on_the_stack(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
+        """Confirmed by a failure the rule predicts whose stack passes through the finding's line (the spawn call
+        of a child's error, the forward a replica failed in), when the probe's own observations said nothing."""
+        for index, error in enumerate(run.errors):
+            frames = [*(error.get("frames") or ()), error.get("user_frame") or {}]
+            if not any(at(frame, finding) for frame in frames):
+                continue
+            for known in self.signatures:
+                said = known.matches(error)
+                if said is not None:
+                    return Judgement("confirmed", Evidence(known.means, *said, error.get("user_frame")), (index,))
+        return None
+
+
+def predicted_failure(probes: dict[str, Probe], error: dict[str, Any]) -> tuple[Probe, Signature, tuple[str, str]] | None:
+    """The rule whose telling signature the error is, with the error's own words; None for a failure that names no
+    pitfall by itself."""
+    for probe in probes.values():
+        for known in probe.signatures:
+            said = known.matches(error) if known.telling else None
+            if said is not None:
+                return probe, known, said
+    return None
+
+
+def errors_signed(run: RunRecord, signatures: tuple[Signature, ...]) -> list[int]:
+    """Indices of the run's errors that are one of these failures."""
+    return [i for i, e in enumerate(run.errors) if any(known.matches(e) is not None for known in signatures)]
 
 
 def at(event: dict, finding: Diagnostic) -> bool:

@@ -6,7 +6,7 @@ import os
 from collections import defaultdict
 
 from pitfall_lint.diagnostic import Diagnostic
-from pitfall_lint.harness.probes.base import Probe, at, errors_matching, last_line
+from pitfall_lint.harness.probes.base import Probe, at, errors_matching, errors_signed, last_line, signature
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord
 
 _DISTRIBUTED = frozenset({"distributed", "script", "notebook"})
@@ -65,6 +65,8 @@ class UnguardedSaveProbe(Probe):
 class MapLocationProbe(Probe):
     code = "PFL202"
     kinds = _DISTRIBUTED
+    signatures = (signature("RuntimeError", "Attempting to deserialize object on a CUDA device",
+                            "the checkpoint was restored onto the CUDA device it was saved from"),)
 
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
         loads = [e for e in run.of("load") if at(e, finding) and not e.get("map_location") and e.get("rank") is not None]
@@ -74,7 +76,7 @@ class MapLocationProbe(Probe):
         ranks = {e["rank"] for e in loads}
         gpu_devices = [d for d in devices if d.startswith("cuda")]
         if gpu_devices and len(ranks) > 1:
-            failures = tuple(errors_matching(run, "Attempting to deserialize object on a CUDA device"))
+            failures = tuple(errors_signed(run, self.signatures))
             here = ""
             if failures:
                 here = f"; without CUDA here, the load failed: {last_line(run.errors[failures[0]].get('message'))}"
@@ -94,9 +96,13 @@ class MapLocationProbe(Probe):
 class WrappedStateDictProbe(Probe):
     code = "PFL203"
     kinds = _DISTRIBUTED | {"example", "model"}
+    signatures = (signature("RuntimeError", r'Unexpected key\(s\) in state_dict: "module\.', "a state_dict saved from "
+                            "the DataParallel or DDP wrapper, every key prefixed `module.`, was loaded into the bare model",
+                            telling=True),)
+    remedy = "save `model.module.state_dict()` (the wrapped model's own), or strip the prefix before loading"
 
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
-        failures = tuple(errors_matching(run, 'Unexpected key(s) in state_dict: "module.'))
+        failures = tuple(errors_signed(run, self.signatures))
         saved = [e for e in run.of("save") if at(e, finding)]
         if saved:
             key = next((e["prefixed_key"] for e in saved if e.get("prefixed_key")), None)
@@ -119,6 +125,13 @@ class WrappedStateDictProbe(Probe):
 class BarrierProbe(Probe):
     code = "PFL204"
     kinds = _DISTRIBUTED
+    # A missing file, or one read while rank 0 still writes it (torch's zip reader; a pickle cut short).
+    signatures = (
+        signature("FileNotFoundError", "No such file or directory", "a rank read the checkpoint before it was written"),
+        signature("RuntimeError", "PytorchStreamReader failed", "a rank read the checkpoint while it was being written"),
+        signature("EOFError UnpicklingError", "Ran out of input|EOFError", "a rank read the checkpoint while it was being "
+                  "written"),
+    )
 
     def environment(self, findings: list[Diagnostic]) -> dict[str, str]:
         return {"PITFALL_LINT_SAVE_DELAY": _SAVE_DELAY_SECONDS} if findings else {}
@@ -126,8 +139,7 @@ class BarrierProbe(Probe):
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
         loads = [e for e in run.of("load") if at(e, finding)]
         failures = [
-            i for i in errors_matching(run, "No such file or directory", "PytorchStreamReader failed", "EOFError", "Ran out of input")
-            if at(run.errors[i].get("user_frame") or {}, finding)
+            i for i in errors_signed(run, self.signatures) if at(run.errors[i].get("user_frame") or {}, finding)
         ]
         if failures:
             error = run.errors[failures[0]]

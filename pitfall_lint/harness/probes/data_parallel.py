@@ -7,11 +7,16 @@ import re
 from typing import Any, ClassVar
 
 from pitfall_lint.diagnostic import Diagnostic
-from pitfall_lint.harness.probes.base import Probe, at, errors_matching
+from pitfall_lint.harness.probes.base import Probe, at, errors_signed, signature
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord
 from pitfall_lint.harness.words import counted
 
 _SHAPES = re.compile(r"got (\[[^\]]*\]), but expected (\[[^\]]*\])")
+# A replica's error, as DataParallel re-raises it in the caller ("Caught RuntimeError in replica 1 on device 1.").
+_IN_A_REPLICA = r"in replica \d+ on device"
+# A replica computing with the original module's tensors, across torch's wordings (cudnn's in torch 0.4 and 1.x).
+DEVICE_MISMATCH = (r"Expected all tensors to be on the same device|is not on the expected device"
+                   r"|found two different devices|device \d+ does not equal 0")
 
 
 def _evidence(error: dict[str, Any], mechanism: str) -> Evidence:
@@ -26,7 +31,6 @@ def _evidence(error: dict[str, Any], mechanism: str) -> Evidence:
 
 class _DataParallelProbe(Probe):
     kinds = frozenset({"script", "example", "model", "notebook"})
-    failure: ClassVar[re.Pattern[str]]
     clean_run: ClassVar[str]
 
     def mechanism(self, error: dict[str, Any], run: RunRecord) -> str:
@@ -41,7 +45,7 @@ class _DataParallelProbe(Probe):
         if not ran_in_parallel:
             return None
         for index, error in enumerate(run.errors):
-            if self.failure.search(error.get("message") or "") and self.explains(finding, error, run):
+            if any(known.matches(error) for known in self.signatures) and self.explains(finding, error, run):
                 return Judgement("confirmed", _evidence(error, self.mechanism(error, run)), (index,))
         if run.returncode == 0 and not run.errors:
             return Judgement("not-reproduced", Evidence(self.clean_run))
@@ -50,7 +54,8 @@ class _DataParallelProbe(Probe):
 
 class BoundMethodProbe(_DataParallelProbe):
     code = "PFL101"
-    failure = re.compile(r"Expected all tensors to be on the same device|is not on the expected device|device \d+ does not equal 0")
+    signatures = (signature("RuntimeError", DEVICE_MISMATCH, "a replica computed with the original module's parameters "
+                            "through a callable stored on the module"),)
     clean_run = "every replica ran to the end on its own parameters"
 
     def explains(self, finding: Diagnostic, error: dict[str, Any], run: RunRecord) -> bool:
@@ -84,7 +89,8 @@ class BoundMethodProbe(_DataParallelProbe):
 
 class PadPackedProbe(_DataParallelProbe):
     code = "PFL102"
-    failure = re.compile("Gather got an input of invalid size")
+    signatures = (signature("RuntimeError", "Gather got an input of invalid size", "each replica padded its chunk to "
+                            "its own longest sequence, so the replicas' outputs could not be gathered"),)
     clean_run = (
         "every replica returned the same padded length: the chunks' longest sequences were equal in this data; the "
         "gather fails only when they differ (put the longest sequences in one chunk to test it)"
@@ -101,7 +107,20 @@ class PadPackedProbe(_DataParallelProbe):
 
 class ScatterDimProbe(_DataParallelProbe):
     code = "PFL103"
-    failure = re.compile(r"Expected `len\(lengths\)` to be equal to batch_size")
+    _split = ("nn.DataParallel split the batch along dim 0 and gave a replica lengths that are not those of its slice "
+              "(a list of lengths is copied whole to every replica, not split)")
+    signatures = (
+        signature("RuntimeError", r"Expected `?len\(lengths\)`? to be equal to batch_size", _split, telling=True,
+                  context=_IN_A_REPLICA),
+        signature("ValueError", "lengths array has incorrect size", _split, telling=True, context=_IN_A_REPLICA),
+        # enforce_sorted=False: the lengths sort the batch, and an index past the slice fails.
+        signature("IndexError", "index out of range in self", _split, telling=True,
+                  context=_IN_A_REPLICA + r"(?s:.*)in pack_padded_sequence"),
+        signature("RuntimeError", r"start \(\d+\) \+ length \(\d+\) exceeds dimension size", _split),
+        signature("IndexError", r"Dimension out of range \(expected to be in range of \[-1, 0\], but got 1\)",
+                  "nn.DataParallel(dim=1) could not split the 1-D lengths along dim 1"),
+    )
+    remedy = "pass the lengths as a tensor, so that they are split with the batch"
     clean_run = "every replica received matching sequences and lengths"
 
     def mechanism(self, error: dict[str, Any], run: RunRecord) -> str:
@@ -111,7 +130,8 @@ class ScatterDimProbe(_DataParallelProbe):
         )
 
 
-_BATCH_NORM_FAILURE = "Expected more than 1 value per channel when training"
+_BATCH_NORM_FAILURE = signature("ValueError", "Expected more than 1 value per channel when training",
+                                "BatchNorm got a chunk of one sample")
 
 
 class SmallBatchProbe(Probe):
@@ -119,6 +139,7 @@ class SmallBatchProbe(Probe):
 
     code = "PFL110"
     kinds = frozenset({"script", "example", "model", "notebook"})
+    signatures = (_BATCH_NORM_FAILURE,)
 
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
         return None  # never a static finding
@@ -127,7 +148,7 @@ class SmallBatchProbe(Probe):
         from pitfall_lint.rules.batch_smaller_than_replicas import BatchSmallerThanReplicas
 
         info = BatchSmallerThanReplicas.info
-        failures = errors_matching(run, _BATCH_NORM_FAILURE)
+        failures = errors_signed(run, self.signatures)
         found: dict[tuple[str, int], tuple[Diagnostic, Judgement]] = {}
         for event in run.of("scatter"):
             chunks = [c for c in event["chunks"] if c is not None]

@@ -9,13 +9,15 @@ from collections import defaultdict
 from typing import ClassVar
 
 from pitfall_lint.diagnostic import Diagnostic
-from pitfall_lint.harness.probes.base import Probe, errors_matching, last_line
+from pitfall_lint.harness.probes.base import Probe, Signature, errors_signed, last_line, signature
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord
 
 _DISTRIBUTED = frozenset({"distributed", "script", "notebook"})
 _UNFINISHED_REDUCTION = "Expected to have finished reduction in the prior iteration"
 _READY_TWICE = "Expected to mark a variable ready only once"
 _DEVICE_IDS_ON_CPU = "device_ids and output_device arguments only work with single-device/multiple-device GPU modules"
+_NO_GRADIENT_FOR_DDP = signature("RuntimeError", _UNFINISHED_REDUCTION, "parameters received no gradient in an "
+                                 "iteration, so DDP's reduction never finished and the next forward failed", telling=True)
 _NO_GRADIENT = re.compile(r"Parameters which did not receive grad for rank (\d+): ([\w.]+(?:, [\w.]+)*)")
 _READY_TWICE_NAME = re.compile(r"Parameter at index \d+ with name (\S+) has been marked as ready twice")
 _ATTRIBUTE = re.compile(r"^`\w+\.(\w+)` holds parameters")
@@ -66,14 +68,15 @@ def _drift_judgement(run: RunRecord, cause: str) -> Judgement | None:
     return Judgement("not-reproduced", Evidence(f"after step {step} every rank held the same parameters ({_checksums(values)})"))
 
 
-def _error_judgement(run: RunRecord, fragment: str, mechanism: str) -> Judgement | None:
-    failures = tuple(errors_matching(run, fragment))
+def _error_judgement(run: RunRecord, known: Signature) -> Judgement | None:
+    failures = tuple(errors_signed(run, (known,)))
     if not failures:
         return None
     error = run.errors[failures[0]]
     return Judgement(
         "confirmed",
-        Evidence(mechanism, error.get("type"), _first_line(error.get("message"), fragment), error.get("user_frame")),
+        Evidence(known.means, error.get("type"), _first_line(error.get("message"), known.pattern.pattern),
+                 error.get("user_frame")),
         failures + tuple(i for i, e in enumerate(run.errors) if e.get("type") == "ChildFailedError"),
     )
 
@@ -81,6 +84,9 @@ def _error_judgement(run: RunRecord, fragment: str, mechanism: str) -> Judgement
 class UnusedParametersProbe(Probe):
     code = "PFL205"
     kinds = _DISTRIBUTED
+    signatures = (_NO_GRADIENT_FOR_DDP,)
+    remedy = ("pass find_unused_parameters=True to DistributedDataParallel, or make every parameter take part in the "
+              "loss")
 
     def environment(self, findings: list[Diagnostic]) -> dict[str, str]:
         return dict(_DEBUG) if findings else {}
@@ -88,7 +94,7 @@ class UnusedParametersProbe(Probe):
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
         match = _ATTRIBUTE.search(finding.message)
         attribute = match[1] if match else None
-        failures = errors_matching(run, _UNFINISHED_REDUCTION)
+        failures = errors_signed(run, self.signatures)
         if failures:
             error = run.errors[failures[0]]
             unused = _NO_GRADIENT.search(error.get("message") or "")
@@ -116,18 +122,17 @@ class _DriftProbe(Probe):
     """Confirmed by the real error DDP raises, or by replicas that drifted apart."""
 
     kinds = _DISTRIBUTED
-    errors: ClassVar[tuple[tuple[str, str], ...]] = ()  # (fragment of DDP's error, mechanism)
     drift_cause: ClassVar[str]
 
     def environment(self, findings: list[Diagnostic]) -> dict[str, str]:
         return dict(_DEBUG) if findings else {}
 
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
-        for fragment, mechanism in self.errors:
-            judgement = _error_judgement(run, fragment, mechanism)
+        for known in self.signatures:
+            judgement = _error_judgement(run, known)
             if judgement is not None:
                 return judgement
-        if run.errors and not errors_matching(run, *(f for f, _ in self.errors)):
+        if run.errors and not errors_signed(run, self.signatures):
             return None  # the run failed some other way before the parameters could be compared
         return _drift_judgement(run, self.drift_cause)
 
@@ -139,16 +144,19 @@ class ModuleBypassProbe(_DriftProbe):
 
 class WrapOrderProbe(_DriftProbe):
     code = "PFL210"
-    errors = (
-        (_DEVICE_IDS_ON_CPU, "DistributedDataParallel was given `device_ids` for a module whose parameters are on the CPU"),
-        (_UNFINISHED_REDUCTION, "parameters registered when DDP was built never received a gradient after the change, so the next forward failed"),
+    signatures = (
+        signature("ValueError", _DEVICE_IDS_ON_CPU,
+                  "DistributedDataParallel was given `device_ids` for a module whose parameters are on the CPU"),
+        signature("RuntimeError", _UNFINISHED_REDUCTION, "parameters registered when DDP was built never received a "
+                  "gradient after the change, so the next forward failed"),
     )
     drift_cause = "DDP kept all-reducing the parameters it registered when it was built, not the converted ones"
 
 
 class ReentrantCheckpointProbe(_DriftProbe):
     code = "PFL211"
-    errors = ((_READY_TWICE, "the reentrant backward pass of the checkpoint marked the parameters ready a second time"),)
+    signatures = (signature("RuntimeError", _READY_TWICE, "the reentrant backward pass of the checkpoint marked the "
+                            "parameters ready a second time"),)
     drift_cause = "the module checkpointed twice got its gradients in two reentrant backward passes and DDP averaged only the first"
 
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:

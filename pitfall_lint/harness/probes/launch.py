@@ -6,7 +6,7 @@ import linecache
 import re
 
 from pitfall_lint.diagnostic import Diagnostic
-from pitfall_lint.harness.probes.base import Probe, errors_matching, last_line
+from pitfall_lint.harness.probes.base import SPAWN_ECHOES, Probe, errors_signed, signature
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord
 
 _PORT = re.compile(r"(?<![\d.])(\d{4,5})(?!\d)")
@@ -20,6 +20,11 @@ def _port_on(line: str) -> int | None:
 class HardcodedPortProbe(Probe):
     code = "PFL306"
     kinds = frozenset({"script", "distributed", "notebook"})
+    # torch 2.x's DistNetworkError (errno 98 as EADDRINUSE); torch 1.x's RuntimeError; a socket the script binds.
+    signatures = (signature("DistNetworkError DistStoreError RuntimeError OSError",
+                            r"EADDRINUSE|[Aa]ddress already in use",
+                            "the port was already taken, as by a second job on the machine, so the script could not "
+                            "start"),)
 
     def environment(self, findings: list[Diagnostic]) -> dict[str, str]:
         ports = {_port_on(linecache.getline(f.path, f.line)) for f in findings}
@@ -30,18 +35,18 @@ class HardcodedPortProbe(Probe):
         held = [e["port"] for e in run.of("port-held") if not e.get("error")]
         if not held:
             return None
-        failures = tuple(errors_matching(run, "EADDRINUSE", "address already in use", "Address already in use"))
+        failures = tuple(errors_signed(run, self.signatures))
         if failures:
             error = run.errors[failures[0]]
+            said = next(found for known in self.signatures if (found := known.matches(error)) is not None)
             return Judgement(
                 "confirmed",
                 Evidence(
                     f"with port {held[0]} already taken (as by a second job on the machine), the script could not start",
-                    error.get("type"),
-                    last_line(error.get("message")),
+                    *said,
                     error.get("user_frame"),
                 ),
-                failures + tuple(errors_matching(run, "ProcessRaisedException", "ProcessExitedException")),
+                failures + tuple(i for i, e in enumerate(run.errors) if e.get("type") in SPAWN_ECHOES),
             )
         if "EADDRINUSE" in run.output or "address already in use" in run.output.lower():
             return Judgement("confirmed", Evidence(f"with port {held[0]} already taken, the rendezvous failed: address already in use"))

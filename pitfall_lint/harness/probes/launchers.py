@@ -14,14 +14,15 @@ from typing import Any
 
 from pitfall_lint.diagnostic import Diagnostic
 from pitfall_lint.harness.child.nodes import RECORD_WRITES
-from pitfall_lint.harness.probes.base import Command, Launch, Probe, at, errors_matching, last_line
+from pitfall_lint.harness.probes.base import Command, Launch, Probe, at, errors_signed, last_line, signature
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord
 from pitfall_lint.harness.words import counted
 
 _UNRECOGNIZED = "error: unrecognized arguments: --local-rank="
 # A `--local_rank` that is required is never given: argparse says so before it names the flag it did not know.
 _REQUIRED = re.compile(r"error: the following arguments are required: (.*, )?--local_rank\b")
-_INVALID_ORDINAL = "invalid device ordinal"
+_INVALID_ORDINAL = signature("RuntimeError AcceleratorError", "invalid device ordinal",
+                             "a rank picked a device its node does not have")
 # What the agents raise when a rank failed: its own report, and on the other node the rendezvous store gone with
 # the failed node's agent (or the stop that ends the job): echoes of the failure a verdict explains.
 _AGENT_ECHOES = frozenset({"ChildFailedError", "RendezvousConnectionError", "RendezvousClosedError", "SignalException"})
@@ -44,6 +45,7 @@ def _who(event: dict[str, Any], places: dict[int, dict[str, Any]]) -> str:
 class RankVsLocalRankProbe(Probe):
     code = "PFL305"
     kinds = frozenset({"distributed"})
+    signatures = (_INVALID_ORDINAL,)
 
     def environment(self, findings: list[Diagnostic]) -> dict[str, str]:
         return {RECORD_WRITES: "1"} if findings else {}
@@ -76,7 +78,7 @@ class RankVsLocalRankProbe(Probe):
         missing = [p for p in picks if p["index"] >= p["devices"]]
         if not missing:
             return Judgement("not-reproduced", Evidence(f"every rank picked a device its node has: {chosen}"))
-        failures = tuple(i for i in errors_matching(run, _INVALID_ORDINAL) if run.errors[i]["pid"] in {p["pid"] for p in missing})
+        failures = tuple(i for i in errors_signed(run, (_INVALID_ORDINAL,)) if run.errors[i]["pid"] in {p["pid"] for p in missing})
         error = run.errors[failures[0]] if failures else None
         pickers = {p["pid"] for p in picks}
         virtual = any(e["pid"] in pickers for e in run.of("virtual-devices"))

@@ -8,10 +8,11 @@ default on Linux from Python 3.14) made the default, whatever this machine's def
 from __future__ import annotations
 
 import os
+import re
 
 from pitfall_lint.diagnostic import Diagnostic
 from pitfall_lint.harness.child.start_methods import RE_IMPORTING, SCRIPTS
-from pitfall_lint.harness.probes.base import SPAWN_ECHOES, Probe
+from pitfall_lint.harness.probes.base import SPAWN_ECHOES, Probe, errors_signed, signature
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord
 
 BOOTSTRAPPING = "An attempt has been made to start a new process before the current process has finished its bootstrapping phase"
@@ -31,6 +32,10 @@ def _flat(text: str | None) -> str:
 class MainGuardProbe(Probe):
     code = "PFL301"
     kinds = frozenset({"script"})
+    signatures = (signature("RuntimeError", r"\s+".join(map(re.escape, BOOTSTRAPPING.split())),
+                            "a child started with spawn or forkserver re-imported the script and started processes "
+                            "again before it had finished bootstrapping", telling=True),)
+    remedy = "start processes only under `if __name__ == \"__main__\":`"
 
     def environment(self, findings: list[Diagnostic]) -> dict[str, str]:
         """The files whose findings depend on the default start method: run as the script, they run under each."""
@@ -40,7 +45,7 @@ class MainGuardProbe(Probe):
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
         if _DEFAULT_METHOD in finding.message and not any(e.get("start_method") for e in run.of("start")):
             return None  # run as imported by another script, with this machine's default: maybe fork
-        explained = tuple(i for i, e in enumerate(run.errors) if BOOTSTRAPPING in _flat(e.get("message")))
+        explained = tuple(errors_signed(run, self.signatures))
         if BOOTSTRAPPING in _flat(run.output) or explained:
             children = [run.errors[i] for i in explained]
             explained += tuple(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pitfall_lint.diagnostic import Diagnostic
-from pitfall_lint.harness.probes.base import SPAWN_ECHOES, Probe, errors_predicted, predicted_error
+from pitfall_lint.harness.probes.base import SPAWN_ECHOES, Probe, errors_predicted, predicted_error, signature
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord
 from pitfall_lint.harness.words import counted
 
@@ -11,6 +11,10 @@ from pitfall_lint.harness.words import counted
 class SpawnFromNotebookProbe(Probe):
     code = "PFL308"
     kinds = frozenset({"notebook"})
+    # The rule's message quotes the error word for word; this is its form whatever the function's name.
+    signatures = (signature("AttributeError", r"Can't get attribute '\w+' on <module '__main__'",
+                            "a spawned process, a new interpreter, could not import the notebook's __main__ to find "
+                            "the function"),)
 
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
         predicted = predicted_error(finding)

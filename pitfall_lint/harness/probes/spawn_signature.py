@@ -6,15 +6,34 @@ import re
 from collections import defaultdict
 
 from pitfall_lint.diagnostic import Diagnostic
-from pitfall_lint.harness.probes.base import SPAWN_ECHOES, Probe, errors_predicted, last_line, predicted_error
+from pitfall_lint.harness.probes.base import SPAWN_ECHOES, Probe, errors_predicted, last_line, predicted_error, signature
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord
 
 _CHILD = re.compile(r"-- Process (?P<index>\d+) terminated with the following error")
+# The child's call `fn(i, *args)` in torch.multiprocessing.spawn's _wrap, the last line of the child's traceback.
+_ON_ENTRY = r"in _wrap\s+fn\(i, \*args\)[\s^~]+TypeError"
+_CANNOT_BIND = "spawn called the function as fn(index, *args), a call that cannot bind"
+_KEYS_AS_ARGUMENTS = ("`args` was not a tuple: spawn unpacked the dict given as args, so the function got its keys, "
+                      "strings, as its arguments")
 
 
 class SpawnSignatureProbe(Probe):
     code = "PFL302"
     kinds = frozenset({"script"})
+    signatures = (
+        signature("TypeError", r"\w+\(\) takes (?:from )?\d+ (?:to \d+ )?positional arguments? but \d+ (?:were|was) given",
+                  _CANNOT_BIND, telling=True, context=_ON_ENTRY),
+        signature("TypeError", r"\w+\(\) missing \d+ required (?:positional|keyword-only) arguments?", _CANNOT_BIND,
+                  telling=True, context=_ON_ENTRY),
+        # args=(value) is value itself: spawn unpacks it (Python 3.11 and later say "Value after *").
+        signature("TypeError", r"(?:\w+\(\) argument|Value) after \* must be an iterable, not \w+",
+                  "`args` was not a tuple: spawn called fn(index, *args) on an object that cannot be unpacked",
+                  telling=True, context=_ON_ENTRY),
+        # A dict unpacked: its keys, strings, became the function's arguments.
+        signature("AttributeError", r"'str' object has no attribute '\w+'", _KEYS_AS_ARGUMENTS),
+        signature("TypeError", r"string indices must be integers", _KEYS_AS_ARGUMENTS),
+    )
+    remedy = "spawn calls fn(index, *args): let the index be the first parameter and pass the rest as a tuple, `args=(cfg,)`"
 
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
         predicted = predicted_error(finding)
@@ -29,7 +48,7 @@ class SpawnSignatureProbe(Probe):
             return Judgement(
                 "confirmed",
                 Evidence(
-                    f"{who} failed on entry: spawn called the function as fn(index, *args), a call that cannot bind; "
+                    f"{who} failed on entry: {_CANNOT_BIND}; "
                     f"the parent's spawn raised {error.get('type')} with the child's error",
                     "TypeError",
                     raised,

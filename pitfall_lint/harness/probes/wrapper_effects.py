@@ -7,16 +7,22 @@ import re
 from typing import Any
 
 from pitfall_lint.diagnostic import Diagnostic
-from pitfall_lint.harness.probes.base import Probe, at, errors_matching, last_line
+from pitfall_lint.harness.probes.base import Probe, at, errors_matching, errors_signed, last_line, signature
+from pitfall_lint.harness.probes.data_parallel import DEVICE_MISMATCH
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord
 from pitfall_lint.harness.words import counted
 
 _DATA_PARALLEL = frozenset({"script", "example", "model", "notebook"})
 _ATTRIBUTE = re.compile(r"`(\w+)\.(\w+)")  # each rule's message starts with the expression it flags
 _BACKWARD_OF_A_VECTOR = "grad can be implicitly created only for scalar outputs"
-_DEVICE_MISMATCH = (
-    "Expected all tensors to be on the same device", "is not on the expected device", "found two different devices"
-)
+_NOT_GATHERED = signature("TypeError", "object is not iterable", "the replicas returned Python numbers, which the gather "
+                          "cannot take apart")
+_VECTOR_OF_SCALARS = signature("RuntimeError", _BACKWARD_OF_A_VECTOR, "the gather made a vector of the replicas' 0-dim "
+                               "outputs, and `.backward()` on it failed")
+_REPLICATED_INTO_ORIGINAL = signature("AttributeError", "object has no attribute", "replicating the compiled module "
+                                      "rewrote the original model's submodules")
+_COMPILED_ON_THE_ORIGINAL = signature("RuntimeError", DEVICE_MISMATCH, "the replicas ran the compiled forward bound to "
+                                      "the original module, on its parameters")
 
 
 def _attribute(finding: Diagnostic) -> str | None:
@@ -62,6 +68,7 @@ class LostStateProbe(Probe):
 class GatheredOutputProbe(Probe):
     code = "PFL105"
     kinds = _DATA_PARALLEL
+    signatures = (_NOT_GATHERED, _VECTOR_OF_SCALARS)
 
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
         if not _ran_in_parallel(run):
@@ -75,14 +82,14 @@ class GatheredOutputProbe(Probe):
             where = f" as output{place}" if place else ""
             replicas = event["replicas"]
             if kind == "number" and event.get("error"):
-                failures = errors_matching(run, "object is not iterable")
+                failures = errors_signed(run, (_NOT_GATHERED,))
                 mechanism = f"each of the {replicas} replicas returned a Python {python_type}{where}, which the gather cannot take apart"
                 if failures:
                     return Judgement("confirmed", _error_evidence(run.errors[failures[0]], mechanism), tuple(failures))
                 error_type, _, message = event["error"].partition(": ")
                 return Judgement("confirmed", Evidence(mechanism, error_type, message))
             if kind == "scalar" and event.get("warnings"):
-                failures = errors_matching(run, _BACKWARD_OF_A_VECTOR)
+                failures = errors_signed(run, (_VECTOR_OF_SCALARS,))
                 mechanism = (
                     f"each of the {replicas} replicas returned a 0-dim tensor{where}; the gather made a vector of "
                     f"{replicas} of them" + (f", and `.backward()` on it failed: {_BACKWARD_OF_A_VECTOR}" if failures else "")
@@ -103,6 +110,7 @@ class GatheredOutputProbe(Probe):
 class CompiledReplicaProbe(Probe):
     code = "PFL106"
     kinds = _DATA_PARALLEL
+    signatures = (_REPLICATED_INTO_ORIGINAL, _COMPILED_ON_THE_ORIGINAL)
 
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
         compiled = run.of("dp-compiled")
@@ -116,13 +124,13 @@ class CompiledReplicaProbe(Probe):
                 f"replicating the compiled module rewrote the original {module}'s submodules from {event['before']} to "
                 f"{event['after']}: the replicas' tables were written onto the model inside the OptimizedModule"
             )
-            failures = errors_matching(run, "object has no attribute")
+            failures = errors_signed(run, (_REPLICATED_INTO_ORIGINAL,))
             if failures:
                 return Judgement("confirmed", _error_evidence(run.errors[failures[0]], mechanism), tuple(failures))
             if changed:
                 return Judgement("confirmed", Evidence(mechanism))
         else:
-            failures = errors_matching(run, *_DEVICE_MISMATCH)
+            failures = errors_signed(run, (_COMPILED_ON_THE_ORIGINAL,))
             if failures:
                 mechanism = (
                     f"`{module}.compile()` stored a compiled forward bound to the original {module}; the replicas copied "
