@@ -268,6 +268,12 @@ _LAUNCHED = "import os\nfrom torch.utils.data import DataLoader\nlocal_rank = in
         # fastai's distributed context wraps the loaders in a DistributedDL.
         "from fastai.distributed import *\ndef fit(learn):\n    with learn.distrib_ctx():\n        learn.fit(1)\n",
         "import fastai.distributed\ndef fit(learn):\n    learn.to_distributed(local_rank).fit(1)\n",
+        # Opacus's make_private replaces the loader by one whose Poisson sampler draws each rank's batches.
+        (
+            "from opacus import PrivacyEngine\ndef setup(model, optimizer, loader):\n"
+            "    return PrivacyEngine().make_private(module=model, optimizer=optimizer, data_loader=loader, noise_multiplier=1.0, max_grad_norm=1.0)\n"
+        ),
+        "import opacus\ndef setup(engine, m, o, loader):\n    return engine.make_private_with_epsilon(module=m, optimizer=o, data_loader=loader, poisson_sampling=True)\n",
         # The `prepare` of a class derived from accelerate's Accelerator, whatever the instance is called.
         (
             "from accelerate import Accelerator\nclass Engine(Accelerator):\n    pass\nengine = Engine()\n"
@@ -289,6 +295,9 @@ def test_frameworks_that_shard_the_loaders_they_are_given(framework: str) -> Non
         # Imported, but the loaders never go through the part that shards them.
         "import ray\nray.init()\n",
         "from fastai.vision.all import *\n",
+        "from opacus import PrivacyEngine\ndef setup(engine, m, o, loader):\n    return engine.make_private(module=m, optimizer=o, data_loader=loader, poisson_sampling=False)\n",
+        # Made private on one path only: the plain-DDP path keeps the loader as it is.
+        "from opacus import PrivacyEngine\ndef setup(args, engine, m, o, loader):\n    if not args.disable_dp:\n        return engine.make_private(module=m, optimizer=o, data_loader=loader)\n    return loader\n",
         "class Engine:\n    def prepare(self, loader):\n        return loader\ndef setup(loader):\n    return Engine().prepare(loader)\n",
         "from accelerate import Accelerator\nclass Engine:\n    pass\ndef setup(loader):\n    return Engine().prepare(loader)\n",
     ],

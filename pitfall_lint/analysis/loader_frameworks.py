@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 
+from pitfall_lint.analysis.scopes import is_main_guard
 from pitfall_lint.context import FileContext
 
 # Each rebuilds the loaders it is handed with a sampler over the ranks: catalyst's runners hand them to the
@@ -20,6 +21,9 @@ _SHARDING_CALLS = {
     "ray.train.torch.train_loop_utils.prepare_data_loader": "Ray Train's prepare_data_loader",
 }
 _FASTAI_DISTRIBUTED = frozenset({"distrib_ctx", "to_distributed"})
+# Opacus's PrivacyEngine replaces the loader it is given by a DPDataLoader whose Poisson sampler draws each rank's
+# own batches when the module is distributed (poisson_sampling=True is the default).
+_OPACUS_PRIVATE = frozenset({"make_private", "make_private_with_epsilon"})
 _ACCELERATORS = ("accelerate.Accelerator", "accelerate.accelerator.Accelerator")
 # torchtnt's units run DDP or FSDP by `strategy=`, but never add a sampler (they only call set_epoch on one).
 _TORCHTNT_STRATEGIES = frozenset({"ddp", "fsdp", "fsdp2"})
@@ -65,9 +69,41 @@ def loader_sharding_framework(ctx: FileContext) -> str | None:
                 return framework
     if "fastai" in roots and any(_last_name(call.func) in _FASTAI_DISTRIBUTED for call in calls):
         return "fastai's distributed context"
+    if "opacus" in roots and any(_poisson_private(call) for call in _calls_on_every_path(ctx)):
+        return "opacus's make_private (Poisson sampling per rank)"
     if any(_last_name(call.func) == "prepare" for call in calls) and _builds_an_accelerator(ctx, calls):
         return "an accelerate Accelerator's prepare"
     return None
+
+
+def _calls_on_every_path(ctx: FileContext) -> list[ast.Call]:
+    """The calls in simple statements that run whenever their function (or the module, or its `__main__` block)
+    does: not under an `if`, a loop or an `except` (a script's `if not args.disable_dp: make_private(...)` leaves its
+    plain-DDP path with the unsharded loader)."""
+    key = ("calls-on-every-path",)
+    if key not in ctx.memo:
+        found: list[ast.Call] = []
+        blocks = [ctx.tree.body, *(n.body for n in ast.walk(ctx.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]
+        while blocks:
+            for statement in blocks.pop():
+                if isinstance(statement, (ast.Expr, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Return)):
+                    found += [n for n in ast.walk(statement) if isinstance(n, ast.Call)]
+                elif isinstance(statement, (ast.With, ast.AsyncWith)):
+                    blocks.append(statement.body)
+                elif isinstance(statement, ast.Try):
+                    blocks.extend((statement.body, statement.finalbody))
+                elif isinstance(statement, ast.If) and is_main_guard(statement.test):
+                    blocks.append(statement.body)
+        ctx.memo[key] = found
+    return ctx.memo[key]  # type: ignore[return-value]
+
+
+def _poisson_private(call: ast.Call) -> bool:
+    """`privacy_engine.make_private(...)` that keeps Poisson sampling (not `poisson_sampling=False`)."""
+    if _last_name(call.func) not in _OPACUS_PRIVATE:
+        return False
+    chosen = next((k.value for k in call.keywords if k.arg == "poisson_sampling"), None)
+    return not (isinstance(chosen, ast.Constant) and chosen.value is False)
 
 
 def _builds_an_accelerator(ctx: FileContext, calls: list[ast.Call]) -> bool:
