@@ -12,7 +12,11 @@ from itertools import pairwise
 
 from pitfall_lint.analysis.evidence import snippet
 from pitfall_lint.analysis.ranks import names_rank, one_process_decorators
-from pitfall_lint.analysis.scopes import FUNCTIONS, position_in_block, ruled_out_by_place
+from pitfall_lint.analysis.scopes import (
+    FUNCTIONS,
+    position_in_block,
+    ruled_out_by_place,
+)
 from pitfall_lint.context import FileContext
 
 # What ends a block early on some ranks; a `raise` is a failed check, not another path through the program.
@@ -34,6 +38,17 @@ class Restriction:
     @property
     def key(self) -> tuple[int, str]:
         return id(self.node), self.kind
+
+    def where(self) -> str:
+        """Where the call runs, in the words of a message: "where `rank == 0` holds (line 12)"."""
+        line = getattr(self.node, "lineno", 0)
+        if self.kind == "guard":
+            return f"where `{self.text}` holds (line {line})"
+        if self.kind == "else":
+            return f"where `{self.text}` is false (the `else` of line {line})"
+        if self.kind == "exit":
+            return f"on the ranks that get past `{self.text}` (line {line})"
+        return f"on one rank (`@{self.text}` on `{self.node.name}`)"  # type: ignore[attr-defined]
 
 
 def _constant(node: ast.AST) -> object:

@@ -13,17 +13,6 @@ from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import Rule
 
 
-def _where(restriction: Restriction) -> str:
-    line = getattr(restriction.node, "lineno", 0)
-    if restriction.kind == "guard":
-        return f"only where `{restriction.text}` holds (line {line})"
-    if restriction.kind == "else":
-        return f"only where `{restriction.text}` is false (the `else` of line {line})"
-    if restriction.kind == "exit":
-        return f"only on the ranks that get past `{restriction.text}` (line {line})"
-    return f"on one rank only (`@{restriction.text}`)"
-
-
 class DeviceMeshUnderRankGuard(Rule):
     info = RuleInfo(
         code="PFL607",
@@ -65,7 +54,7 @@ class DeviceMeshUnderRankGuard(Rule):
                 continue
             self.report(
                 call,
-                f"`{ast.unparse(call.func)}` runs {_where(restrictions[-1])}, but building a mesh of several dimensions is a collective "
+                f"`{ast.unparse(call.func)}` runs only {restrictions[-1].where()}, but building a mesh of several dimensions is a collective "
                 "over every rank of the world (it creates a process group per dimension with `new_group`): the other ranks "
                 "never join, "
                 "and the ranks that do wait until the process group times out; build the mesh on every rank",

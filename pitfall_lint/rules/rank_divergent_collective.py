@@ -127,7 +127,7 @@ class RankDivergentCollective(Rule):
                 continue
             self.report(
                 collective.call,
-                f"{collective.description} runs only {self._why_some_ranks_only(collective)}: the other ranks never "
+                f"{collective.description} runs only {collective.restrictions[-1].where()}: the other ranks never "
                 "enter it, so the ranks that do wait for them until the process group times out (30 minutes by "
                 "default); call it on every rank and keep only the rank-0 work under the guard",
             )
@@ -152,14 +152,3 @@ class RankDivergentCollective(Rule):
                 return True
         return False
 
-    @staticmethod
-    def _why_some_ranks_only(collective: _Collective) -> str:
-        restriction = collective.restrictions[-1]
-        line = getattr(restriction.node, "lineno", 0)
-        if restriction.kind == "guard":
-            return f"where `{restriction.text}` holds (line {line})"
-        if restriction.kind == "else":
-            return f"where `{restriction.text}` is false (the `else` of line {line})"
-        if restriction.kind == "exit":
-            return f"on the ranks that get past `{restriction.text}` (line {line})"
-        return f"on one rank (`@{restriction.text}` on `{restriction.node.name}`)"  # type: ignore[attr-defined]
