@@ -136,7 +136,7 @@ def test_pfl305_runs_two_nodes_and_shows_each_ranks_device_and_file() -> None:
     path = fixture("PFL305", "rank-vs-local-rank", "bad")
     source = path.read_text()
     assert expected(source) == {("PFL305", 25), ("PFL305", 26)}
-    returncode, report, stderr = verify(path)
+    returncode, report, stderr = verify(path, *selecting("PFL305"))
     assert returncode == 1, stderr
     assert report["run"] == "distributed"
     assert verdicts(report) == {("PFL305", 25, "confirmed"), ("PFL305", 26, "confirmed")}

@@ -68,7 +68,7 @@ def test_ddp_on_two_gpus_with_nccl(tmp_path: Path) -> None:
 def test_two_nodes_on_one_gpu_show_the_real_invalid_ordinal() -> None:
     """One visible GPU per node: rank 1 runs as local rank 0 of node 1 and asks for cuda:1, which CUDA refuses."""
     path = fixture("PFL305", "rank-vs-local-rank", "bad")
-    returncode, report, stderr = verify(path, env={"CUDA_VISIBLE_DEVICES": "0"})
+    returncode, report, stderr = verify(path, *selecting("PFL305"), env={"CUDA_VISIBLE_DEVICES": "0"})
     assert returncode == 1, stderr
     assert report["mode"].endswith("; 1 real CUDA device per node")  # enough for each node: no virtual devices
     assert verdicts(report) == {("PFL305", 25, "confirmed"), ("PFL305", 26, "confirmed")}
