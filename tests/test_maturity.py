@@ -71,3 +71,17 @@ def test_the_rules_page_quotes_the_shipped_overall_figures() -> None:
         f"({100 * default['precision']:.0f} %) and {default['true']} of {default['true'] + default['misses']} "
         f"({100 * default['recall']:.0f} % recall)." in rules_page
     )
+
+
+def test_the_readme_quotes_the_last_proof_batch_as_the_log_counts_it() -> None:
+    """The README's first-run sentence is `bench/first_run.py --batch proof-4` and the whole log, not typed figures."""
+    proof = first_run.figures(first_run.read_log(first_run.LOG, None, "proof-4"))["default"]
+    overall = maturity.first_run_figures()["default"]
+    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    assert (
+        f"{proof['true']} of the {proof['true'] + proof['false']} judged findings of the rules on by default were true "
+        f"({100 * proof['precision']:.0f} %) and they found {proof['true']} of the {proof['true'] + proof['misses']} "
+        f"real pitfalls in their scope ({100 * proof['recall']:.0f} %)" in readme
+    )
+    assert f"over all {overall['repositories']} repositories of the first-run log" in readme
+    assert f"{overall['true']} of {overall['judged']} ({100 * overall['precision']:.0f} %)" in readme
