@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 
-from pitfall_lint.analysis.scopes import is_main_guard
+from pitfall_lint.analysis.scopes import statements_on_every_path
 from pitfall_lint.context import FileContext
 
 # Each rebuilds the loaders it is handed with a sampler over the ranks: catalyst's runners hand them to the
@@ -77,24 +77,17 @@ def loader_sharding_framework(ctx: FileContext) -> str | None:
 
 
 def _calls_on_every_path(ctx: FileContext) -> list[ast.Call]:
-    """The calls in simple statements that run whenever their function (or the module, or its `__main__` block)
-    does: not under an `if`, a loop or an `except` (a script's `if not args.disable_dp: make_private(...)` leaves its
-    plain-DDP path with the unsharded loader)."""
+    """The calls that run whenever their function does (a script's `if not args.disable_dp: make_private(...)` leaves
+    its plain-DDP path with the unsharded loader)."""
     key = ("calls-on-every-path",)
     if key not in ctx.memo:
-        found: list[ast.Call] = []
-        blocks = [ctx.tree.body, *(n.body for n in ast.walk(ctx.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]
-        while blocks:
-            for statement in blocks.pop():
-                if isinstance(statement, (ast.Expr, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Return)):
-                    found += [n for n in ast.walk(statement) if isinstance(n, ast.Call)]
-                elif isinstance(statement, (ast.With, ast.AsyncWith)):
-                    blocks.append(statement.body)
-                elif isinstance(statement, ast.Try):
-                    blocks.extend((statement.body, statement.finalbody))
-                elif isinstance(statement, ast.If) and is_main_guard(statement.test):
-                    blocks.append(statement.body)
-        ctx.memo[key] = found
+        ctx.memo[key] = [
+            node
+            for statement in statements_on_every_path(ctx.tree)
+            if isinstance(statement, (ast.Expr, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Return))
+            for node in ast.walk(statement)
+            if isinstance(node, ast.Call)
+        ]
     return ctx.memo[key]  # type: ignore[return-value]
 
 

@@ -363,6 +363,31 @@ def _assigned_in(function: Function, name: str) -> bool:
     return any(isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load) for n in ast.walk(function))
 
 
+_TRIES = (ast.Try, getattr(ast, "TryStar", ast.Try))
+
+
+def statements_on_every_path(module: ast.Module) -> list[ast.stmt]:
+    """The simple statements that run whenever their function (or the module) does: not under an `if`, a loop or an
+    `except`; a `with` block, a `try` body and the `__main__` block count as every path."""
+    return _indexed(module, "on-every-path", lambda: _on_every_path(module))
+
+
+def _on_every_path(module: ast.Module) -> list[ast.stmt]:
+    found: list[ast.stmt] = []
+    blocks = [module.body, *(n.body for n in ast.walk(module) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]
+    while blocks:
+        for statement in blocks.pop():
+            if isinstance(statement, (ast.With, ast.AsyncWith)):
+                blocks.append(statement.body)
+            elif isinstance(statement, _TRIES):
+                blocks.extend((statement.body, statement.finalbody))  # type: ignore[attr-defined]
+            elif isinstance(statement, ast.If):
+                blocks += [statement.body] if is_main_guard(statement.test) else []
+            elif not isinstance(statement, (ast.For, ast.AsyncFor, ast.While, *FUNCTIONS, ast.ClassDef, ast.Match)):
+                found.append(statement)
+    return found
+
+
 def is_main_guard(test: ast.expr, equal: bool = True) -> bool:
     """`__name__ == "__main__"` (or, with equal=False, its negation)."""
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
@@ -505,10 +530,11 @@ def _settled_before(chain: Sequence[ast.AST], ignoring: ast.expr | None = None) 
             place = position_in_block(parent, field_name, child)
             if place is None:
                 continue
+            block = getattr(parent, field_name)
             settling = _indexed(
                 parent,
                 ("settling", field_name),
-                lambda: [(i, s) for i, s in enumerate(getattr(parent, field_name)) if isinstance(s, (ast.Assert, ast.If))],
+                lambda block=block: [(i, s) for i, s in enumerate(block) if isinstance(s, (ast.Assert, ast.If))],
             )
             for index, statement in settling:
                 if index >= place:

@@ -301,9 +301,7 @@ def updates_parameters(function: Function) -> bool:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             if node.func.attr == "step" or node.func.attr in _IN_PLACE_UPDATES:
                 return True
-        elif isinstance(node, ast.AugAssign) and not isinstance(node.target, ast.Name):
-            return True  # `self.w -= ...`, `p.data -= ...`
-        elif isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Sub):
-            return True  # `p -= lr * p.grad` over the parameters
+        elif isinstance(node, ast.AugAssign) and (not isinstance(node.target, ast.Name) or isinstance(node.op, ast.Sub)):
+            return True  # `p.data -= ...`, `self.w *= ...`, or `p -= lr * p.grad` over the parameters
     return False
 

@@ -11,13 +11,19 @@ from dataclasses import dataclass
 
 from pitfall_lint.analysis.modules import same_module
 from pitfall_lint.analysis.ranks import ancestors_of
-from pitfall_lint.analysis.scopes import Function, enclosing_function, is_main_guard, local_value, reaching_values, statements_in
+from pitfall_lint.analysis.scopes import (
+    Function,
+    enclosing_function,
+    local_value,
+    reaching_values,
+    statements_in,
+    statements_on_every_path,
+)
 from pitfall_lint.context import FileContext
 
 WRAPPERS = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DistributedDataParallel"})
 _JOINERS = frozenset({"os.path.join", "posixpath.join", "pathlib.Path", "pathlib.PurePath", "str"})
 _MAX_DEPTH = 3
-_TRIES = (ast.Try, getattr(ast, "TryStar", ast.Try))
 _NAMES_A_PATH = re.compile(r"path|file|ckpt|checkpoint")  # a loader's keyword that takes the file
 
 
@@ -79,20 +85,11 @@ def wrapped_on_every_path(ctx: FileContext, wrap: ast.Call) -> bool:
     it is read after it, and not sometimes the bare model (`if device == "cuda": net = DataParallel(net)`)."""
     key = ("wrapped-on-every-path",)
     if key not in ctx.memo:
-        found: set[int] = set()
-        scopes = [ctx.tree, *(n for n in ast.walk(ctx.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]
-        blocks = [scope.body for scope in scopes]  # type: ignore[attr-defined]
-        while blocks:
-            for statement in blocks.pop():
-                if isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value is not None:
-                    found.add(id(same_module(statement.value)))  # `net = DataParallel(net).cuda()` wraps too
-                elif isinstance(statement, (ast.With, ast.AsyncWith)):
-                    blocks.append(statement.body)
-                elif isinstance(statement, _TRIES):
-                    blocks.extend((statement.body, statement.finalbody))
-                elif isinstance(statement, ast.If) and is_main_guard(statement.test):
-                    blocks.append(statement.body)
-        ctx.memo[key] = found
+        ctx.memo[key] = {
+            id(same_module(statement.value))  # `net = DataParallel(net).cuda()` wraps too
+            for statement in statements_on_every_path(ctx.tree)
+            if isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value is not None
+        }
     return id(wrap) in ctx.memo[key]  # type: ignore[operator]
 
 
