@@ -21,7 +21,7 @@ from pitfall_lint.files import Excluder, discover
 from pitfall_lint.project.layout import find_project_root
 from pitfall_lint.project.model import DataParallelMode, ProjectModel, still_answered
 from pitfall_lint.project.store import SummaryStore
-from pitfall_lint.rules.base import Rule
+from pitfall_lint.rules.registry import RuleSpec
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ class _Pending:
 
 def check_paths(
     paths: Sequence[str],
-    rules: Sequence[type[Rule]],
+    rules: Sequence[RuleSpec],
     settings: ProjectSettings,
     cache_root: Path,
     use_cache: bool,
@@ -164,7 +164,7 @@ def check_paths(
 
 def check_by_rules(
     paths: Sequence[str],
-    rules_for: Callable[[str], tuple[type[Rule], ...]],
+    rules_for: Callable[[str], tuple[RuleSpec, ...]],
     settings: ProjectSettings,
     cache_root: Path,
     use_cache: bool,
@@ -172,7 +172,7 @@ def check_by_rules(
 ) -> CheckRun:
     """Each file with its own rules (those its configuration selects): one check per set of rules, the runs merged,
     results in the order of `paths`. A run with one configuration is one check."""
-    groups: dict[tuple[type[Rule], ...], list[str]] = {}
+    groups: dict[tuple[RuleSpec, ...], list[str]] = {}
     for path in paths:
         groups.setdefault(rules_for(path), []).append(path)
     merged = CheckRun([], contents=contents or {})

@@ -17,7 +17,7 @@ from pitfall_lint.report import FORMATS
 if TYPE_CHECKING:
     from pitfall_lint.config import Config
     from pitfall_lint.diagnostic import Diagnostic
-    from pitfall_lint.rules.base import Rule
+    from pitfall_lint.rules.registry import RuleSpec
 
 # Each command imports what it runs, in its body: `--version`, `--help` and `rules` never pay for the project model,
 # the rules' analyses or the checker (a pre-commit run starts this process on every commit).
@@ -131,7 +131,7 @@ def _load_selection(
     extend_select: tuple[str, ...],
     ignore: tuple[str, ...],
     preview: bool | None,
-) -> tuple[Config, list[type[Rule]]]:
+) -> tuple[Config, list[RuleSpec]]:
     """The configuration (the nearest to the current folder) and the rules it and the command line select; raises
     ConfigError. A preview rule named by its code while preview is off gets a warning, as in Ruff."""
     from pitfall_lint.selection import nearest_config, selected_rules

@@ -12,6 +12,7 @@ from pitfall_lint.notebook import NOTEBOOK_SUFFIX, NotebookError, NotebookSource
 from pitfall_lint.parsing import newer_than_target, parse_source, target_message
 from pitfall_lint.project.model import ProjectModel, Question
 from pitfall_lint.rules.base import Rule
+from pitfall_lint.rules.registry import RuleSpec
 from pitfall_lint.source import SourceText, decoding_error
 from pitfall_lint.suppress import without_suppressed
 from pitfall_lint.traversal import Handler, traverse
@@ -63,23 +64,23 @@ def _describe_internal_error(error: Exception) -> str:
 
 
 class Engine:
-    def __init__(self, rules: Sequence[type[Rule]]) -> None:
+    def __init__(self, rules: Sequence[RuleSpec]) -> None:
         self._rules = tuple(rule for rule in rules if not rule.runtime_only)
         self._trigger_bytes = [tuple(tuple(t.encode() for t in group) for group in rule.triggers) for rule in self._rules]
         # The codes a range suppression can be told unused for: those of the rules this engine runs.
         self._judged = frozenset(rule.info.code for rule in self._rules)
 
     def _applicable(self, path: str, data: bytes) -> list[type[Rule]]:
-        """The rules for this kind of file whose trigger words it holds: the others cannot report anything."""
+        """The rules for this kind of file whose trigger words it holds: the others cannot report anything. A rule's
+        module is imported here, for the first file that holds its words."""
         # What is not a notebook is Python whatever its name: a script `launch` with a python shebang is named too.
         kind = NOTEBOOK_SUFFIX if path.endswith(NOTEBOOK_SUFFIX) else PYTHON_SUFFIX
-        return [
-            rule
+        triggered = (
+            rule.load()
             for rule, groups in zip(self._rules, self._trigger_bytes)
-            if kind in rule.suffixes
-            and all(any(word in data for word in group) for group in groups)
-            and rule.may_apply(data)
-        ]
+            if kind in rule.suffixes and all(any(word in data for word in group) for group in groups)
+        )
+        return [rule for rule in triggered if rule.may_apply(data)]
 
     def check_file(self, path: str, project: ProjectModel | None = None) -> FileResult:
         try:

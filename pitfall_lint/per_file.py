@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from pitfall_lint.config import Config, ConfigResolver, anchored
 from pitfall_lint.files import Excluder, FolderExcluder
-from pitfall_lint.rules import all_rules
-from pitfall_lint.rules.base import Rule
+from pitfall_lint.rules import registered_rules
+from pitfall_lint.rules.registry import RuleSpec
 from pitfall_lint.selection import Selection, selected_rules
 
 
@@ -69,13 +69,13 @@ class PerFileSettings:
             found = self._excluders[id(config)] = Excluder(patterns, config.root, respect_gitignore=False)
         return found
 
-    def rules_for(self, path: str) -> tuple[type[Rule], ...]:
+    def rules_for(self, path: str) -> tuple[RuleSpec, ...]:
         return tuple(self.selection(self.configs.config_for(path)).rules)
 
-    def rules_of(self, paths: Iterable[str]) -> list[type[Rule]]:
+    def rules_of(self, paths: Iterable[str]) -> list[RuleSpec]:
         """Every rule that some of these files run, in code order."""
         running = {rule for path in paths for rule in self.rules_for(path)}
-        return [rule for rule in all_rules() if rule in running]
+        return [rule for rule in registered_rules() if rule in running]
 
     def silenced_for(self, path: str) -> tuple[str, ...]:
         """The codes not reported in this file: the rules its configuration leaves out, its per-file-ignores, and
@@ -84,6 +84,6 @@ class PerFileSettings:
         selection = self.selection(config)
         not_run = self._not_run.get(id(config))
         if not_run is None:
-            not_run = tuple(rule.info.code for rule in all_rules() if rule not in selection.rules)
+            not_run = tuple(rule.info.code for rule in registered_rules() if rule not in selection.rules)
             self._not_run[id(config)] = not_run
         return (*not_run, *selection.left_out, *config.ignored_at(path))

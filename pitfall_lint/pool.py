@@ -13,7 +13,7 @@ from typing import TypeVar
 from pitfall_lint.engine import Engine, FileResult
 from pitfall_lint.interrupts import ctrl_c_held_back
 from pitfall_lint.project.model import ProjectModel
-from pitfall_lint.rules.base import Rule
+from pitfall_lint.rules.registry import RuleSpec
 
 # Below this many files, starting workers costs more than it saves.
 _MIN_FILES_PER_WORKER = 24
@@ -23,7 +23,7 @@ _worker: tuple[Engine, Projects] | None = None
 T = TypeVar("T")
 
 
-def _start_worker(rules: Sequence[type[Rule]], projects: Projects) -> None:
+def _start_worker(rules: Sequence[RuleSpec], projects: Projects) -> None:
     """The parent answers Ctrl-C and SIGTERM (it stops the pool); a worker inheriting `verify`'s SIGTERM handler
     printed a KeyboardInterrupt traceback when the pool ended it. SIGINT comes blocked from the parent, which
     holds Ctrl-C back while it starts the workers: once ignored here, one that waited is dropped."""
@@ -60,10 +60,12 @@ def worker_count(files: int, jobs: int) -> int:
 
 
 def _map(
-    function: Callable[[str], T], paths: Sequence[str], workers: int, rules: Sequence[type[Rule]], projects: Projects
+    function: Callable[[str], T], paths: Sequence[str], workers: int, rules: Sequence[RuleSpec], projects: Projects
 ) -> Iterator[T]:
     import multiprocessing  # here: a run that checks few files never pays for the import
 
+    for rule in rules:  # its module imported once, here, for every forked worker: not once in each
+        rule.load()
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
     with contextlib.ExitStack() as stack:  # the pool is stopped (its workers killed) whatever ends the run
@@ -76,7 +78,7 @@ def _map(
 
 
 def check_files(
-    paths: Sequence[str], rules: Sequence[type[Rule]], jobs: int, projects: Projects | None = None
+    paths: Sequence[str], rules: Sequence[RuleSpec], jobs: int, projects: Projects | None = None
 ) -> Iterator[FileResult]:
     """Results in the order of `paths`."""
     projects = projects or {}

@@ -11,12 +11,12 @@ from typing import NamedTuple
 
 from pitfall_lint.config import Config, check_codes, find_pyproject, load_config, matches
 from pitfall_lint.diagnostic import PARSE_ERROR, SUPPRESSION_CHECKS, Diagnostic, RuleInfo
-from pitfall_lint.rules import all_rules
-from pitfall_lint.rules.base import Rule
+from pitfall_lint.rules import registered_rules
+from pitfall_lint.rules.registry import RuleSpec
 
 
 def rule_infos() -> list[RuleInfo]:
-    return [PARSE_ERROR, *SUPPRESSION_CHECKS, *(rule.info for rule in all_rules())]
+    return [PARSE_ERROR, *SUPPRESSION_CHECKS, *(rule.info for rule in registered_rules())]
 
 
 def known_codes() -> list[str]:
@@ -31,7 +31,7 @@ def nearest_config(config_path: str | None, start: Path | None = None) -> Config
 
 
 class Selection(NamedTuple):
-    rules: list[type[Rule]]
+    rules: list[RuleSpec]
     # Preview rules named by their exact code while preview mode is off: asked for, yet not run.
     preview_not_run: list[str]
     # The engine's own codes that it reports whatever rules run, left out here: to drop from every file's findings.
@@ -55,7 +55,7 @@ def selected_rules(
         on = matches(info.code, chosen) if chosen is not None else info.enabled_by_default
         return (on or matches(info.code, extend_all)) and not matches(info.code, ignore_all)
 
-    enabled_rules = [rule for rule in all_rules() if enabled(rule.info)]
+    enabled_rules: list[RuleSpec] = [rule for rule in registered_rules() if enabled(rule.info)]
     held_back = {rule for rule in enabled_rules if rule.info.preview and not preview_mode}
     named = {*(chosen or ()), *extend_all}
     # PFL000 stays whatever the selection, unless ignored: a file not parsed must not pass for a clean one.

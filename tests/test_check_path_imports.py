@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -76,3 +77,42 @@ def test_start_up_imports_only_the_command_line(args: list[str]) -> None:
         "exit": 0,
         "ours": ["pitfall_lint", "pitfall_lint.cli", "pitfall_lint.diagnostic", "pitfall_lint.notebook", "pitfall_lint.report"],
     }
+
+
+RULES_PROBE = r"""
+import json, sys
+from click.testing import CliRunner
+from pitfall_lint.cli import main
+result = CliRunner().invoke(main, sys.argv[1:])
+rules = sorted(m.rpartition(".")[2] for m in sys.modules if m.startswith("pitfall_lint.rules.") and m.rpartition(".")[2] not in {"base", "registry", "table"})
+analyses = sorted(m for m in sys.modules if m.startswith("pitfall_lint.analysis."))
+print(json.dumps({"exit": result.exit_code, "output": result.output, "rules": rules, "analyses": analyses}))
+"""
+
+
+def _imported(args: list[str], cwd: Path) -> dict:
+    completed = subprocess.run([sys.executable, "-c", RULES_PROBE, *args], cwd=cwd, capture_output=True, text=True, check=True)
+    return json.loads(completed.stdout)
+
+
+def test_a_file_without_any_rule_s_words_imports_no_rule(tmp_path: Path) -> None:
+    """What a rule applies to is read from the rule table: a file no rule triggers on costs no rule's import."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "x.py").write_text("x = 1\n")
+    outcome = _imported(["check", "--no-cache", "x.py"], tmp_path)
+    assert (outcome["exit"], outcome["output"], outcome["rules"]) == (0, "All checks passed! (1 file checked)\n", [])
+
+
+def test_a_file_imports_the_rules_whose_words_it_holds_only(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "sampler.py").write_text("from torch.utils.data import DistributedSampler\n")
+    outcome = _imported(["check", "--no-cache", "sampler.py"], tmp_path)
+    assert (outcome["exit"], outcome["output"]) == (0, "All checks passed! (1 file checked)\n")
+    assert outcome["rules"] == ["missing_set_epoch", "rank_seeding"]
+
+
+@pytest.mark.parametrize("args", [["rules"], ["rules", "--format", "json"], ["explain", "PFL402"]])
+def test_listing_and_explaining_the_rules_import_none(args: list[str], tmp_path: Path) -> None:
+    outcome = _imported(args, tmp_path)
+    assert outcome["exit"] == 0
+    assert (outcome["rules"], outcome["analyses"]) == ([], [])

@@ -15,7 +15,7 @@ from pitfall_lint import maturity, selection
 from pitfall_lint.cli import main
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.flake8_plugin import Flake8Plugin
-from pitfall_lint.rules import all_rules
+from pitfall_lint.rules import registered_rules
 from pitfall_lint.rules.base import Rule
 
 # A pitfall of a rule on by default and not in preview (PFL301), beside the synthetic preview rules' print().
@@ -25,7 +25,7 @@ SPAWN = "import torch.multiprocessing as mp\ndef w(i):\n    pass\nmp.spawn(w, np
 @pytest.fixture
 def preview_rules(monkeypatch: pytest.MonkeyPatch) -> None:
     """Two synthetic preview rules that report every print(): PFL901 on by default, PFL902 off."""
-    real = all_rules()  # the registry is filled before these subclasses of Rule exist, so it never holds them
+    real = registered_rules()  # the table is written from the rule modules: it never holds these subclasses of Rule
 
     class PrintCall(Rule):
         info = RuleInfo("PFL901", "print-call", "A print() call.", "warning", preview=True)
@@ -40,7 +40,7 @@ def preview_rules(monkeypatch: pytest.MonkeyPatch) -> None:
     class PrintCallOff(PrintCall):
         info = RuleInfo("PFL902", "print-call-off", "A print() call, off by default.", "info", enabled_by_default=False, preview=True)
 
-    monkeypatch.setattr(selection, "all_rules", lambda: (*real, PrintCall, PrintCallOff))
+    monkeypatch.setattr(selection, "registered_rules", lambda: (*real, PrintCall, PrintCallOff))
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from pitfall_lint.engine import Engine
 from pitfall_lint.project.model import ProjectModel
 from pitfall_lint.fix.base import Fixer, Located
 from pitfall_lint.plugins import subclasses_in
-from pitfall_lint.rules.base import Rule
+from pitfall_lint.rules.registry import RuleSpec
 
 _MAX_PASSES = 16  # each pass removes at least one finding; this bounds a file with very many
 
@@ -37,7 +37,7 @@ class FixedSource:
     applied: Counter[str]  # findings removed, per code
 
 
-def allowed(rules: Iterable[type[Rule]], unsafe: bool) -> frozenset[str]:
+def allowed(rules: Iterable[RuleSpec], unsafe: bool) -> frozenset[str]:
     """The codes whose fixes may be applied: the safe ones, and with `unsafe` the others too."""
     return frozenset(r.info.code for r in rules if applies(r.info.fix, unsafe))
 
@@ -61,7 +61,7 @@ def _fixable(diagnostics: Sequence[Diagnostic], codes: set[str]) -> dict[str, li
 
 
 def fix_source(
-    path: str, data: bytes, rules: Sequence[type[Rule]], unsafe: bool, project: ProjectModel | None = None
+    path: str, data: bytes, rules: Sequence[RuleSpec], unsafe: bool, project: ProjectModel | None = None
 ) -> FixedSource:
     """The source with every applicable fix made; each pass must parse and must remove the findings it fixed.
     Each pass is checked against the file's project (none: the file alone), as the check that found them was."""

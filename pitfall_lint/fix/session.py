@@ -15,7 +15,7 @@ from pitfall_lint.checking import CheckRun
 from pitfall_lint.diagnostic import applies, available_fix
 from pitfall_lint.fix import fix_source
 from pitfall_lint.fix.write import ChangedOnDisk, replace_if_unchanged
-from pitfall_lint.rules.base import Rule
+from pitfall_lint.rules.registry import RuleSpec
 
 
 @dataclass
@@ -43,7 +43,7 @@ def _diff(path: str, before: bytes, after: bytes) -> bytes:
 
 
 def fix_files(
-    run: CheckRun, rules: Sequence[type[Rule]], unsafe: bool, diff: bool, ignored_for: Callable[[str], tuple[str, ...]]
+    run: CheckRun, rules: Sequence[RuleSpec], unsafe: bool, diff: bool, ignored_for: Callable[[str], tuple[str, ...]]
 ) -> FixOutcome:
     infos = {r.info.code: r.info for r in rules}
     outcome, held_back = FixOutcome(), 0

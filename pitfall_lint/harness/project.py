@@ -13,7 +13,7 @@ from pitfall_lint.diagnostic import ENGINE_CODES, Diagnostic
 from pitfall_lint.files import discover, display_path
 from pitfall_lint.project.layout import find_project_root
 from pitfall_lint.project.model import ProjectModel
-from pitfall_lint.rules.base import Rule
+from pitfall_lint.rules.registry import RuleSpec
 
 _MAX_FILES = 3000
 
@@ -39,7 +39,7 @@ class ProjectFindings:
         return self.by_file.get(os.path.realpath(path), [])
 
 
-def check_project(root: Path, script: str, rules: list[type[Rule]], settings: ProjectSettings,
+def check_project(root: Path, script: str, rules: list[RuleSpec], settings: ProjectSettings,
                   flat: bool = False) -> ProjectFindings:
     """Every Python file of the project through the static checks (the script's notebook or file included), with
     the configuration's exclusions; with `flat`, the files of the root folder only."""

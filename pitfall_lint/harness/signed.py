@@ -7,7 +7,7 @@ from __future__ import annotations
 from pitfall_lint.diagnostic import Diagnostic
 from pitfall_lint.harness.probes.base import Probe, predicted_failure
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord
-from pitfall_lint.rules import all_rules
+from pitfall_lint.rules import registered_rules
 
 
 def found_at_run_time(run: RunRecord, probes: dict[str, Probe], selected: set[str],
@@ -27,7 +27,7 @@ def found_at_run_time(run: RunRecord, probes: dict[str, Probe], selected: set[st
             diagnostic, judgement = found[key]
             found[key] = diagnostic, Judgement("confirmed", judgement.evidence, (*judgement.explains, index))
             continue
-        info = next(rule.info for rule in all_rules() if rule.info.code == probe.code)
+        info = next(rule.info for rule in registered_rules() if rule.info.code == probe.code)
         message = f"{known.means}; {probe.remedy}" if probe.remedy else known.means
         mechanism = f"the error is the failure {probe.code} predicts, on a stack where the static check flagged nothing"
         diagnostic = Diagnostic(frame["file"], frame["line"], 1, info.code, info.name, frame["line"], 1, info.severity,

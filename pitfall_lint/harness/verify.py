@@ -39,7 +39,7 @@ from pitfall_lint.harness.sandbox import SEAL_UNAVAILABLE, UNSEALED_NO_NAMESPACE
 from pitfall_lint.harness.signed import found_at_run_time
 from pitfall_lint.harness.words import counted
 from pitfall_lint.notebook import NotebookError, NotebookSource, read_notebook
-from pitfall_lint.rules.base import Rule
+from pitfall_lint.rules.registry import RuleSpec
 from pitfall_lint.suppress import is_suppressed
 
 SHIM = str(Path(__file__).resolve().parent / "shim")
@@ -269,7 +269,7 @@ def _check_options(options: VerifyOptions) -> None:
 
 
 def verify(
-    path: str, options: VerifyOptions, rules: list[type[Rule]], progress: Callable[[str], None] = lambda _: None,
+    path: str, options: VerifyOptions, rules: list[RuleSpec], progress: Callable[[str], None] = lambda _: None,
     settings: ProjectSettings | None = None,
 ) -> VerifyReport:
     if importlib.util.find_spec("torch") is None:

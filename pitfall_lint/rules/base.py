@@ -29,6 +29,11 @@ class Rule:
     runtime_only: ClassVar[bool] = False
 
     @classmethod
+    def load(cls) -> type[Rule]:
+        """The class itself: a Rule class stands for itself wherever a registry entry may (registry.RuleSpec)."""
+        return cls
+
+    @classmethod
     def may_apply(cls, data: bytes) -> bool:
         """A finer look at the bytes of a file that holds the trigger words (a test no list of words can say, such
         as a word in any case): False only where the rule cannot report anything, and the file is then not parsed
