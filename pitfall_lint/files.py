@@ -49,6 +49,8 @@ class Excluder:
 
     def __init__(self, patterns: Iterable[str], root: Path, respect_gitignore: bool = True) -> None:
         self.git = GitIgnore() if respect_gitignore else None
+        # Each folder walked with these exclusions (see `walk`), by its absolute path.
+        self._walks: dict[str, tuple[str, list[str], list[str]]] = {}
         names: list[str] = []
         paths: list[str] = []
         absolute: list[str] = []  # those of an extended configuration, anchored at its folder
@@ -81,8 +83,22 @@ class Excluder:
             return True
         if not self._paths or not absolute.startswith(self.root + os.sep):
             return False
-        relative = Path(os.path.relpath(absolute, self.root)).as_posix()
+        relative = absolute[len(self.root) + 1 :].replace(os.sep, "/")  # a cut: os.path.relpath cost a walk a tenth
         return any(fnmatch.fnmatchcase(relative, p) for p in self._paths)
+
+    def walk(self, folder: str, warn: Warn) -> tuple[list[str], list[str]]:
+        """The Python files under the folder and the launch documents among its files (project/launches.py), spelled
+        from the folder as named. A folder is walked once per run: the command line's walk of a project's root
+        serves the project model's."""
+        absolute = os.path.abspath(folder)
+        prefix = _prefix(folder)
+        if absolute not in self._walks:
+            documents: list[str] = []
+            self._walks[absolute] = (prefix, list(_walk(folder, self, warn, documents)), documents)
+        walked_as, files, documents = self._walks[absolute]
+        if walked_as == prefix:
+            return files, documents
+        return [prefix + path[len(walked_as) :] for path in files], [prefix + path[len(walked_as) :] for path in documents]
 
     def excludes(self, path: Path | str) -> bool:
         """Whether the path or a folder above it (up to the root) is excluded or ignored by git: Ruff's test of a
@@ -170,9 +186,16 @@ def is_launch_document(name: str) -> bool:
     return name.endswith(_LAUNCH_DOCUMENT_SUFFIXES) or name in _LAUNCH_DOCUMENT_NAMES
 
 
-def _walk(folder: str, excluder: Excluder, warn: Warn, documents: list[str] | None = None) -> Iterator[str]:
-    """The Python files under the folder; `documents`, when given, gets the launch documents the walk meets
-    (see project/launches.py), read by no other walk."""
+def _prefix(folder: str) -> str:
+    """What the paths of a folder's files start with: `./a.py` and `a.py` are one file, and the folder's spelling is
+    normalised once, not each of its files' (Path)."""
+    spelled = str(Path(folder))
+    return "" if spelled == "." else spelled.rstrip(os.sep) + os.sep
+
+
+def _walk(folder: str, excluder: Excluder, warn: Warn, documents: list[str]) -> Iterator[str]:
+    """The Python files under the folder; `documents` gets the launch documents the walk meets (see
+    project/launches.py)."""
     pending = [(folder, excluder.git.rules_above(folder) if excluder.git is not None else None)]
     while pending:
         directory, above = pending.pop()
@@ -183,9 +206,7 @@ def _walk(folder: str, excluder: Excluder, warn: Warn, documents: list[str] | No
             warn(f"{Path(directory)}: cannot read the folder ({error.strerror or error}), skipped")
             continue
         rules = above.inside(os.path.abspath(directory), {entry.name for entry in entries}) if above is not None else None
-        # `./a.py` and `a.py` are one file: the folder's spelling normalised once, not each of its files' (Path).
-        spelled = str(Path(directory))
-        prefix = "" if spelled == "." else spelled.rstrip(os.sep) + os.sep
+        prefix = _prefix(directory)
         subdirectories = []
         for entry in entries:
             name = entry.name
@@ -203,7 +224,7 @@ def _walk(folder: str, excluder: Excluder, warn: Warn, documents: list[str] | No
                 # A link to a folder is not followed, as in os.walk; a broken link is kept, as a loop is.
                 if not linked_folder and (regular or _keep(entry.path, warn)):
                     yield prefix + name
-            elif documents is not None and is_launch_document(name) and not excluder.matches(entry.path) and entry.is_file():
+            elif is_launch_document(name) and not excluder.matches(entry.path) and entry.is_file():
                 # Read, never checked: git is not asked about a document in a folder it keeps (asking it for each
                 # document made the walk a third slower on diffusers).
                 documents.append(prefix + name)
@@ -226,14 +247,17 @@ def discover(
     paths: Sequence[str], excluder: Excluder, warn: Warn, force_exclude: bool = False, documents: list[str] | None = None
 ) -> list[str]:
     """Files to check, in a stable order. Named files are checked even when excluded, unless forced.
-    What is not a regular file (a named pipe, a device) or not Python is skipped with a warning. `documents`: see
-    _walk."""
+    What is not a regular file (a named pipe, a device) or not Python is skipped with a warning. `documents` gets
+    the launch documents under the folders named (see Excluder.walk)."""
     found: dict[str, None] = {}
     for raw in paths:
         if force_exclude and excluder.excludes(raw):
             continue
         if os.path.isdir(raw):
-            found.update((path, None) for path in _walk(raw, excluder, warn, documents))
+            files, launch_documents = excluder.walk(raw, warn)
+            found.update(dict.fromkeys(files))
+            if documents is not None:
+                documents += launch_documents
         elif not _keep(raw, warn):
             continue
         elif _is_python(raw):

@@ -324,3 +324,36 @@ def test_a_gitignore_written_with_a_byte_order_mark(folder: Path) -> None:
     (folder / ".gitignore").write_bytes(b"\xef\xbb\xbfwandb/\r\noutputs/\r\n")  # as Notepad saves it; git skips the mark
     assert checked(".") == ["model.py", "train.py"]
     assert checked(".") == git_untracked_python_files(folder)
+
+
+
+def test_a_folder_is_walked_once_per_run(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command line's walk of the project's root serves the project model, which needs every file of the
+    project: a run over the whole project lists each folder once (it listed them twice)."""
+    import os
+
+    from pitfall_lint import files
+
+    (folder / "pyproject.toml").write_text("")
+    make(folder, {"train.py": SAVE, "pkg/model.py": SAVE, "scripts/run.sh": "python train.py\n"})
+    listed: list[str] = []
+    real_scandir = os.scandir
+
+    def scandir(path: str) -> os.ScandirIterator[str]:
+        listed.append(os.path.relpath(path, folder))
+        return real_scandir(path)
+
+    monkeypatch.setattr(files.os, "scandir", scandir)
+    assert checked(".") == ["pkg/model.py", "train.py"]
+    assert sorted(listed) == [".", "pkg", "scripts"]
+
+
+def test_a_walk_serves_its_folder_however_it_is_named(folder: Path) -> None:
+    from pitfall_lint.files import Excluder
+
+    make(folder, {"train.py": SAVE, "pkg/model.py": SAVE, "scripts/run.sh": "python train.py\n"})
+    excluder = Excluder((), folder)
+    assert excluder.walk("./", print) == (["train.py", "pkg/model.py"], ["scripts/run.sh"])
+    assert excluder.walk(str(folder), print) == (
+        [str(folder / "train.py"), str(folder / "pkg" / "model.py")], [str(folder / "scripts" / "run.sh")]
+    )

@@ -645,7 +645,7 @@ class ProjectModel:
             files = set(self.files)
             found = []
             for path in self.files:
-                parts = os.path.relpath(path, self.root).split(os.sep)
+                parts = self._layout.relative(path).split("/")
                 parts = parts[1:] if parts[0] == "src" else parts
                 if parts[-1] == "__init__.py" and (
                     len(parts) == 2 or (len(parts) == 3 and os.path.join(os.path.dirname(os.path.dirname(path)), "__init__.py") in files)
