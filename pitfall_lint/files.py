@@ -100,6 +100,10 @@ class Excluder:
             return files, documents
         return [prefix + path[len(walked_as) :] for path in files], [prefix + path[len(walked_as) :] for path in documents]
 
+    def in_folder(self, folder: str) -> Excluder:
+        """What matches the entries of this folder (as a walk spells it): asked once per folder, not per entry."""
+        return self
+
     def excludes(self, path: Path | str) -> bool:
         """Whether the path or a folder above it (up to the root) is excluded or ignored by git: Ruff's test of a
         named path under --force-exclude, so that a staged `third_party/x.py` is left out by `third_party`."""
@@ -130,11 +134,13 @@ class FolderExcluder(Excluder):
         self._in_folder: dict[str, Excluder] = {}
 
     def matches(self, path: Path | str) -> bool:
-        folder = os.path.dirname(path)  # as given: a walk's entries share their folder's spelling
-        excluder = self._in_folder.get(folder)
+        return self.in_folder(os.path.dirname(path)).matches(path)
+
+    def in_folder(self, folder: str) -> Excluder:
+        excluder = self._in_folder.get(folder)  # as given: a walk's entries share their folder's spelling
         if excluder is None:
-            excluder = self._in_folder[folder] = self._excluder_in(os.path.dirname(os.path.abspath(path)))
-        return excluder.matches(path)
+            excluder = self._in_folder[folder] = self._excluder_in(os.path.abspath(folder))
+        return excluder
 
     def _matches_above(self, path: Path | str) -> bool:
         """The path or a folder above it, each matched by its parent folder's excluder up to that one's root."""
@@ -196,9 +202,10 @@ def _prefix(folder: str) -> str:
 def _walk(folder: str, excluder: Excluder, warn: Warn, documents: list[str]) -> Iterator[str]:
     """The Python files under the folder; `documents` gets the launch documents the walk meets (see
     project/launches.py)."""
-    pending = [(folder, excluder.git.rules_above(folder) if excluder.git is not None else None)]
+    # A folder's files are spelled from its own spelling: `prefix` is worked out once, for the folder named.
+    pending = [(folder, _prefix(folder), excluder.git.rules_above(folder) if excluder.git is not None else None)]
     while pending:
-        directory, above = pending.pop()
+        directory, prefix, above = pending.pop()
         try:
             with os.scandir(directory) as scan:
                 entries = sorted(scan, key=lambda entry: entry.name)
@@ -206,16 +213,16 @@ def _walk(folder: str, excluder: Excluder, warn: Warn, documents: list[str]) -> 
             warn(f"{Path(directory)}: cannot read the folder ({error.strerror or error}), skipped")
             continue
         rules = above.inside(os.path.abspath(directory), {entry.name for entry in entries}) if above is not None else None
-        prefix = _prefix(directory)
+        excluded = excluder.in_folder(directory)
         subdirectories = []
         for entry in entries:
             name = entry.name
             if entry.is_dir(follow_symlinks=False):
                 if name in DEFAULT_EXCLUDED_DIRECTORIES or name.endswith(".egg-info") or _is_virtual_environment(entry.path):
                     continue
-                if not excluder.matches(entry.path) and not (rules and rules.ignores(name, True)):
-                    subdirectories.append((entry.path, rules))
-            elif name.endswith(PYTHON_SUFFIXES) and not excluder.matches(entry.path) and not (rules and rules.ignores(name, False)):
+                if not excluded.matches(entry.path) and not (rules and rules.ignores(name, True)):
+                    subdirectories.append((entry.path, f"{prefix}{name}{os.sep}", rules))
+            elif name.endswith(PYTHON_SUFFIXES) and not excluded.matches(entry.path) and not (rules and rules.ignores(name, False)):
                 try:
                     regular = entry.is_file()
                     linked_folder = not regular and entry.is_dir()
@@ -224,7 +231,7 @@ def _walk(folder: str, excluder: Excluder, warn: Warn, documents: list[str]) -> 
                 # A link to a folder is not followed, as in os.walk; a broken link is kept, as a loop is.
                 if not linked_folder and (regular or _keep(entry.path, warn)):
                     yield prefix + name
-            elif is_launch_document(name) and not excluder.matches(entry.path) and entry.is_file():
+            elif is_launch_document(name) and not excluded.matches(entry.path) and entry.is_file():
                 # Read, never checked: git is not asked about a document in a folder it keeps (asking it for each
                 # document made the walk a third slower on diffusers).
                 documents.append(prefix + name)

@@ -7,6 +7,7 @@ file around them, does without it.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Collection
@@ -28,7 +29,7 @@ _IN_ANY_FOLDER = "^(?:.+/)?"
 class _Patterns:
     """One file's patterns, as they apply in a folder at or below the file's."""
 
-    spec: GitIgnoreSpec
+    lines: tuple[str, ...]
     # Every pattern in one expression: a path none matches (most paths) is told so by one search, where pathspec tries
     # each pattern in turn (two thirds of a warm run of Lightning went there). None: the file holds no pattern.
     joined: re.Pattern[str] | None
@@ -36,30 +37,52 @@ class _Patterns:
     where: str = ""  # that folder, relative to the file's, with a trailing slash ("" in the file's own folder)
 
     @classmethod
-    def of(cls, spec: GitIgnoreSpec) -> _Patterns:
-        patterns = [p for p in spec.patterns if p.include is not None and p.regex is not None]
+    def of(cls, lines: tuple[str, ...]) -> _Patterns:
+        """Each pattern's expression as pathspec writes it, compiled once in the joined one (pathspec's own spec, which
+        compiles each of them, is built only for a file that takes paths back)."""
+        to_regex = _pattern_type().pattern_to_regex
+        patterns = [(regex, include) for regex, include in map(to_regex, filter(None, lines)) if include is not None and regex is not None]
         # Each expression names its group alike: unnamed, they can stand side by side. Most match in any folder
         # (`^(?:.+/)?name`): that start written once lets one try of each folder of the path serve them all.
         anywhere, others = [], []
-        for pattern in patterns:
-            body = _GROUP_NAME.sub("(?:", pattern.regex.pattern)
+        for regex, _ in patterns:
+            body = _GROUP_NAME.sub("(?:", regex)
             if body.startswith(_IN_ANY_FOLDER):
                 anywhere.append(f"(?:{body.removeprefix(_IN_ANY_FOLDER)})")
             else:
                 others.append(f"(?:{body})")
         if anywhere:
             others.append(f"{_IN_ANY_FOLDER}(?:{'|'.join(anywhere)})")
-        return cls(spec, re.compile("|".join(others)) if patterns else None, any(not p.include for p in patterns))
+        return cls(lines, re.compile("|".join(others)) if patterns else None, any(not include for _, include in patterns))
 
     def below(self, name: str) -> _Patterns:
-        return _Patterns(self.spec, self.joined, self.takes_back, f"{self.where}{name}/")
+        return _Patterns(self.lines, self.joined, self.takes_back, f"{self.where}{name}/")
 
     def verdict(self, name: str, is_folder: bool) -> bool | None:
         """True: ignored; False: taken back by a `!` pattern; None: no pattern matches. Git's last match decides."""
         path = f"{self.where}{name}/" if is_folder else f"{self.where}{name}"
         if self.joined is None or not self.joined.search(path):
             return None
-        return self.spec.check_file(path).include if self.takes_back else True
+        return _spec(self.lines).check_file(path).include if self.takes_back else True
+
+
+def _pattern_type() -> type:
+    """The pattern class of pathspec's GitIgnoreSpec: GitIgnoreSpecPattern from pathspec 1, GitWildMatchPattern
+    before."""
+    try:
+        from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
+    except ImportError:
+        from pathspec.patterns.gitwildmatch import GitWildMatchPattern
+
+        return GitWildMatchPattern
+    return GitIgnoreSpecPattern
+
+
+@functools.cache
+def _spec(lines: tuple[str, ...]) -> GitIgnoreSpec:
+    from pathspec import GitIgnoreSpec
+
+    return GitIgnoreSpec.from_lines(lines)
 
 
 def _read(path: str) -> _Patterns | None:
@@ -74,9 +97,7 @@ def _read(path: str) -> _Patterns | None:
         return None
     if not any(line.strip() and not line.startswith("#") for line in lines):
         return None
-    from pathspec import GitIgnoreSpec
-
-    return _Patterns.of(GitIgnoreSpec.from_lines(lines))
+    return _Patterns.of(tuple(lines))
 
 
 @dataclass(frozen=True)
