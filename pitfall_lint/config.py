@@ -167,13 +167,20 @@ class ConfigResolver:
         self._known_codes = known_codes
         self._fixed = fixed
         self._by_folder: dict[str, Config] = {}
+        self._by_given_folder: dict[str, Config] = {}  # by the folder of a path as given: a run asks once per folder
         self._by_file: dict[str, Config] = {}
         if fallback.source is not None:
             self._by_file[os.path.abspath(fallback.source)] = fallback
 
     def config_for(self, path: str | Path) -> Config:
         """The configuration of a file; raises ConfigError."""
-        return self.fallback if self._fixed else self.config_in(os.path.dirname(os.path.abspath(path)))
+        if self._fixed:
+            return self.fallback
+        folder = os.path.dirname(path)
+        found = self._by_given_folder.get(folder)
+        if found is None:
+            found = self._by_given_folder[folder] = self.config_in(os.path.abspath(folder))
+        return found
 
     def config_in(self, folder: str) -> Config:
         """The configuration of the files in this (absolute) folder; raises ConfigError."""
