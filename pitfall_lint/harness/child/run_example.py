@@ -13,6 +13,7 @@ import importlib
 import inspect
 import json
 import os
+import re
 import sys
 from typing import Any
 
@@ -23,6 +24,7 @@ MODEL = "PITFALL_LINT_MODEL"  # {"class": ..., "args": [...], "kwargs": {...}, "
 _BATCH = 8
 _IMAGE_SIDES = (28, 32, 64, 224)
 _SEQUENCE = 16
+_VIEW_SUFFIX = re.compile(r"(_?\d+|_[a-z])$")  # x1, x2; view_1, view_2; im_q, im_k: one input's views
 
 
 def import_by_package(path: str) -> Any:
@@ -73,12 +75,13 @@ def _built(module: Any) -> tuple[Any, tuple[Any, ...]]:
 
 
 def _inputs_for(model: Any, torch: Any, nn: Any) -> tuple[tuple[Any, ...], str]:
-    """A batch for the first layer that takes one, the first shape that a plain forward accepts."""
+    """A batch for the first layer that takes one, the first shape that a plain forward accepts; one for each input
+    of a forward that takes views of one thing (`forward(self, x1, x2)`, `forward(self, im_q, im_k)`)."""
     required = [
         p.name for p in inspect.signature(model.forward).parameters.values()
         if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     ]
-    if len(required) > 1:
+    if len({_VIEW_SUFFIX.sub("", name) for name in required}) > 1:
         raise VerifyLimit(f"{type(model).__name__}.forward takes {len(required)} inputs ({', '.join(required)}): "
                           "verify can shape only one; add pitfall_lint_example() returning (model, args)")
     first = next((m for m in model.modules() if m is not model and isinstance(m, (
@@ -95,6 +98,7 @@ def _inputs_for(model: Any, torch: Any, nn: Any) -> tuple[tuple[Any, ...], str]:
     else:
         spatial = {nn.Conv1d: 1, nn.Conv2d: 2, nn.Conv3d: 3}[type(first)] if type(first) in (nn.Conv1d, nn.Conv2d, nn.Conv3d) else 2
         candidates = [(torch.randn(_BATCH, first.in_channels, *([side] * spatial)),) for side in _IMAGE_SIDES]
+    candidates = [inputs * max(len(required), 1) for inputs in candidates]
     for inputs in candidates:
         try:
             with torch.no_grad():
