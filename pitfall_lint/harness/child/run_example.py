@@ -1,8 +1,8 @@
 """`python -m pitfall_lint.harness.child.run_example FILE FUNCTION`: a model file without an entry point.
 
 FUNCTION returns `(model, args)` or `(model, args, kwargs)`. With FUNCTION `-` there is none: the module
-is built from the constructor call verify found in the project (PITFALL_LINT_MODEL), or with its default
-arguments, and fed a batch shaped for its first layer. The model is wrapped N-way in nn.DataParallel
+is built from the constructor call verify found in the project, or from its parameters (child/building.py),
+and fed a batch shaped for its first layer. The model is wrapped N-way in nn.DataParallel
 (real or emulated) and run forward and backward. The file is imported under its package's name, so
 that its relative imports work.
 """
@@ -17,10 +17,10 @@ import re
 import sys
 from typing import Any
 
+from pitfall_lint.harness.child.building import MODEL, build
 from pitfall_lint.harness.child.events import SCRIPT, VerifyLimit, emit
 from pitfall_lint.harness.child.observe import observed
 
-MODEL = "PITFALL_LINT_MODEL"  # {"class": ..., "args": [...], "kwargs": {...}, "source": "train.py:12"}
 _BATCH = 8
 _IMAGE_SIDES = (28, 32, 64, 224)
 _SEQUENCE = 16
@@ -59,16 +59,7 @@ def _built(module: Any) -> tuple[Any, tuple[Any, ...]]:
     chosen = next((c for c in classes if c.__name__ == wanted.get("class")), classes[0] if classes else None)
     if chosen is None:
         raise VerifyLimit(f"{module.__name__} defines no nn.Module")
-    if wanted.get("class") == chosen.__name__ and "args" in wanted:
-        model = chosen(*wanted["args"], **wanted.get("kwargs", {}))
-        how = f"{chosen.__name__}(...) as called at {wanted['source']}"
-    else:
-        try:
-            model = chosen()
-        except TypeError as error:
-            raise VerifyLimit(f"{chosen.__name__}() needs constructor arguments ({error}); no call in the project "
-                              "gives them as literals: add pitfall_lint_example() returning (model, args)") from None
-        how = f"{chosen.__name__}() with its default arguments"
+    model, how = build(chosen, wanted)
     inputs, layer = _inputs_for(model, torch, nn)
     emit("model-built", how=how, inputs=[list(t.shape) for t in inputs], layer=layer)
     return model, inputs
