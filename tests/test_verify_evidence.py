@@ -92,8 +92,8 @@ def test_a_model_wrapped_and_never_called_is_confirmed_by_a_direct_run(tmp_path:
     assert report["outcome"] == "finished without a failure; no process left behind"
     (finding,) = report["findings"]
     assert (finding["code"], finding["path"], finding["line"], finding["status"]) == ("PFL101", "train.py", 15, "confirmed")
-    assert finding["mode"] == ("a direct run after the script: 2-way DataParallel around GaussianSmoother(...) as called "
-                               "at train.py:28; 2 virtual CUDA devices on the CPU (no real GPU visible)")
+    assert finding["mode"] == ("a direct run after the script: 2-way DataParallel around GaussianSmoother(8, width=32) as "
+                               "called at train.py:28; 2 virtual CUDA devices on the CPU (no real GPU visible)")
     evidence = finding["evidence"]
     assert evidence["mechanism"] == ("replica 1 ran `_gaussian` (stored in `op`), bound to the original GaussianSmoother, "
                                      "on the original's parameters")

@@ -61,8 +61,65 @@ def test_the_whole_model_is_built_first() -> None:
 
 def test_the_constructor_call_of_the_training_script_is_found(tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text("from model import Net\nwidth = 4\nm = Net(width)\nmodel = Net(16, depth=2)\n")
-    assert constructor_call(["Net"], [str(tmp_path / "train.py")]) == {
-        "class": "Net", "args": [16], "kwargs": {"depth": 2}, "source": f"{tmp_path / 'train.py'}:4"}
+    assert constructor_call(["Net"], [str(tmp_path / "train.py")], str(tmp_path)) == {
+        "class": "Net", "args": [{"value": 4}], "kwargs": {}, "options": [], "source": f"{tmp_path / 'train.py'}:3",
+        "folder": "."}
+    (tmp_path / "train.py").write_text("from model import Net\nsizes = [4]\nm = Net(*sizes)\nn = Net(**{'width': 4})\n")
+    assert constructor_call(["Net"], [str(tmp_path / "train.py")], str(tmp_path)) is None
+
+
+SIMSIAM_MAIN = """
+    import argparse
+    import torchvision.models as models
+    import simsiam.builder
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("-a", "--arch", metavar="ARCH", default="resnet50")
+    parser.add_argument("--dim", default=2048, type=int)
+    parser.add_argument("--pred-dim", default=512, type=int)
+
+    def main_worker(gpu, ngpus_per_node, args):
+        model = simsiam.builder.SimSiam(models.__dict__[args.arch], args.dim, args.pred_dim)
+        head = simsiam.builder.Head(getattr(models, args.arch)(num_classes=10), norm=nn.LayerNorm)
+    """
+
+
+def _call(tmp_path: Path, source: str, cls: str, **files: str) -> dict[str, object] | None:
+    (tmp_path / "scripts").mkdir()
+    for name, text in {"scripts/train.py": source, **files}.items():
+        (tmp_path / name).write_text(textwrap.dedent(text))
+    paths = sorted(str(p) for p in tmp_path.rglob("*.py"))
+    return constructor_call([cls], paths, str(tmp_path))
+
+
+def test_a_constructor_call_is_resolved_through_argparse_defaults_and_imported_modules(tmp_path: Path) -> None:
+    found = _call(tmp_path, SIMSIAM_MAIN, "SimSiam")
+    assert found == {
+        "class": "SimSiam", "args": [{"object": "torchvision.models.resnet50"}, {"value": 2048}, {"value": 512}],
+        "kwargs": {}, "options": ["arch='resnet50'", "dim=2048", "pred_dim=512"],
+        "source": f"{tmp_path / 'scripts' / 'train.py'}:12", "folder": "scripts"}
+
+
+def test_a_call_of_an_imported_function_is_resolved_and_an_unimported_name_is_not(tmp_path: Path) -> None:
+    found = _call(tmp_path, SIMSIAM_MAIN, "Head")
+    assert (found or {})["args"] == [
+        {"call": "torchvision.models.resnet50", "args": [], "kwargs": {"num_classes": {"value": 10}}}]
+    assert (found or {})["kwargs"] == {"norm": {"unknown": "nn.LayerNorm"}}  # `nn` is not imported by the script
+
+
+def test_options_declared_in_another_file_and_the_call_with_fewest_unknowns(tmp_path: Path) -> None:
+    source = """
+        from options import opt
+        from model import DINOHead
+        student = build()
+        first = DINOHead(student.embed_dim, opt.out_dim, use_bn=opt.use_bn)
+        second = DINOHead(opt.embed_dim, opt.out_dim)
+        """
+    options = ("import argparse\nparser = argparse.ArgumentParser()\nparser.add_argument('--out_dim', default=65536)\n"
+               "parser.add_argument('--use-bn', dest='use_bn', action='store_true', default=False)\nopt = parser.parse_args()\n")
+    found = _call(tmp_path, source, "DINOHead", **{"scripts/options.py": options})
+    assert (found or {})["args"] == [{"unknown": "student.embed_dim"}, {"value": 65536}]
+    assert ((found or {})["kwargs"], (found or {})["options"]) == ({"use_bn": {"value": False}}, ["out_dim=65536", "use_bn=False"])
 
 
 def test_a_notebook_runs_as_a_notebook() -> None:

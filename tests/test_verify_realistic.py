@@ -140,8 +140,8 @@ def test_a_model_file_is_built_from_the_call_in_the_training_script(tmp_path: Pa
     assert returncode == 1, stderr
     assert report["run"] == "model"
     assert verdicts(report) == {("PFL101", 14, "confirmed")}
-    assert ("verify built Classifier(...) as called at train.py:20 and fed it inputs of shape [8, 16, 8], made for its "
-            "first layer Linear(in_features=8, out_features=32, bias=True)") in report["notes"]
+    assert ("verify built Classifier(width=32, classes=5) as called at train.py:20 and fed it inputs of shape [8, 16, 8], "
+            "made for its first layer Linear(in_features=8, out_features=32, bias=True)") in report["notes"]
 
 
 # --- evidence the static check could not give -----------------------------------------------------------------------

@@ -183,7 +183,7 @@ def loader_workers(ctx: FileContext, call: ast.Call) -> str | None:
         return None  # 0 by default; one hidden in `**kwargs` is not seen
     value = _module_value(ctx, given)
     if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name):
-        value = _option_defaults(ctx).get(value.attr) or value  # `args.workers`: the default of `--workers`
+        value = option_defaults(ctx).get(value.attr) or value  # `args.workers`: the default of `--workers`
     if isinstance(value, ast.Constant) and isinstance(value.value, int) and not isinstance(value.value, bool):
         return f"num_workers={ast.unparse(given)}" if value.value > 0 else None
     if isinstance(value, ast.Call) and _CPU_COUNT.search(ctx.qualified_name(value.func, []) or ""):
@@ -198,7 +198,7 @@ def loader_workers(ctx: FileContext, call: ast.Call) -> str | None:
     return None
 
 
-def _option_defaults(ctx: FileContext) -> dict[str, ast.expr]:
+def option_defaults(ctx: FileContext) -> dict[str, ast.expr]:
     """The `default=` of each command-line option the file declares, by the attribute it is read as
     (`parser.add_argument("--num-workers", default=4)` -> `num_workers`); an option declared twice is left out."""
     key = ("processes-option-defaults",)

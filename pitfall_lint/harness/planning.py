@@ -4,11 +4,15 @@ model file, or as a notebook."""
 from __future__ import annotations
 
 import ast
+import os
 from dataclasses import dataclass, replace
+from functools import partial
 
 from pitfall_lint.analysis.distributed import sets_up_distributed
+from pitfall_lint.analysis.processes import option_defaults
 from pitfall_lint.analysis.scopes import is_main_guard
 from pitfall_lint.context import FileContext
+from pitfall_lint.harness.construction import ArgumentResolver
 from pitfall_lint.harness.reasons import shown_path
 from pitfall_lint.project.model import ProjectModel
 from pitfall_lint.source import SourceText
@@ -127,36 +131,60 @@ def plan_run(path: str, data: bytes, tree: ast.Module, example: str | None) -> P
     return Plan(None, "no entry point ran this module, and it defines no model")
 
 
-def constructor_call(classes: list[str], paths: list[str]) -> dict[str, object] | None:
-    """The first call in the project that builds one of `classes` with literal arguments: how the training
-    script builds the model, so that verify builds it the same way."""
+def constructor_call(classes: list[str], paths: list[str], root: str) -> dict[str, object] | None:
+    """The call in the project that builds one of `classes` with the fewest arguments left unresolved (the first of
+    equals): how the training script builds the model, so that verify builds it the same way. Its arguments are specs
+    for child/building.py; `folder`, the caller's folder under `root`, is where its imports are found."""
     wanted = set(classes)
+    best: tuple[int, dict[str, object]] | None = None
+    read: dict[str, dict[str, ast.expr]] = {}
     for path in paths:
-        try:
-            with open(path, "rb") as handle:
-                data = handle.read()
-        except OSError:
+        parsed = _parsed(path, wanted)
+        if parsed is None:
             continue
-        if not any(name.encode() in data for name in wanted):
-            continue
-        try:
-            tree = ast.parse(data)
-        except (SyntaxError, ValueError):
-            continue
+        data, tree = parsed
+        resolver = ArgumentResolver(_context(path, data, tree), partial(_declared_elsewhere, paths, read, path))
         for node in ast.walk(tree):
-            if not isinstance(node, ast.Call):
-                continue
+            if not isinstance(node, ast.Call) or any(k.arg is None for k in node.keywords) \
+                    or any(isinstance(a, ast.Starred) for a in node.args):
+                continue  # `Net(*sizes)`, `Net(**config)`: which parameter gets what is known at run time
             name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
             if name not in wanted:
                 continue
-            try:
-                args = [ast.literal_eval(a) for a in node.args]
-                kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg is not None}
-            except (ValueError, SyntaxError, TypeError):
-                continue
-            if any(k.arg is None for k in node.keywords):
-                continue
-            return {"class": name, "args": args, "kwargs": kwargs, "source": f"{path}:{node.lineno}"}
+            resolved = resolver.resolve(node)
+            if best is None or resolved.unknown < best[0]:
+                best = (resolved.unknown, {
+                    "class": name, "args": resolved.args, "kwargs": resolved.kwargs, "options": resolved.options,
+                    "source": f"{path}:{node.lineno}",
+                    "folder": os.path.relpath(os.path.dirname(os.path.realpath(path)), os.path.realpath(root)),
+                })
+    return best[1] if best is not None else None
+
+
+def _parsed(path: str, names: set[str]) -> tuple[bytes, ast.Module] | None:
+    """The file's bytes and tree, when it can be read and names one of `names`."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    if not any(name.encode() in data for name in names):
+        return None
+    try:
+        return data, ast.parse(data)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _declared_elsewhere(paths: list[str], read: dict[str, dict[str, ast.expr]], reader: str, option: str) -> ast.expr | None:
+    """The default of the option `reader` reads, declared by another file of the project (an imported options.py);
+    `read` keeps each file's defaults once read."""
+    for path in paths:
+        if path != reader and path not in read:
+            parsed = _parsed(path, {"add_argument"})
+            read[path] = option_defaults(_context(path, *parsed)) if parsed is not None else {}
+        if path != reader and option in read[path]:
+            return read[path][option]
     return None
 
 

@@ -288,7 +288,7 @@ def verify(
         raise HarnessError(f"{path}: {project.errors[os.path.realpath(path)]}")
     if plan.kind == "model":
         classes = model_classes(path, data, source.tree)
-        calls = (constructor_call([name], project.paths) for name in classes)
+        calls = (constructor_call([name], project.paths, str(project.root)) for name in classes)
         plan = replace(plan, model=next((c for c in calls if c), None) or {"class": classes[0]})
     running = source  # the file run: a helper runs through a script of the project that calls it
     if plan.kind is None and options.example is None and project.model is not None:
@@ -403,7 +403,8 @@ def _probe_unexercised(report: VerifyReport, run: RunRecord, enclosed: _Enclosed
     for (cls, file), indices in unexercised.items():
         wrap = wraps[(cls, file)]
         # The script's own call first: verify builds the model as the script does.
-        model = constructor_call([cls], sorted(project.paths, key=lambda p: os.path.realpath(p) != os.path.realpath(script)))
+        model = constructor_call([cls], sorted(project.paths, key=lambda p: os.path.realpath(p) != os.path.realpath(script)),
+                                 str(project.root))
         plan = Plan("model", f"the script wrapped {cls} in nn.DataParallel and never called it", model=model or {"class": cls})
         enclosed.progress(f"running {cls} directly: the script never called it")
         outcome, direct, _, _ = enclosed.run(plan, partial(_command, plan, options=enclosed.options, port=enclosed.port,

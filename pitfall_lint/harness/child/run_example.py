@@ -1,8 +1,8 @@
 """`python -m pitfall_lint.harness.child.run_example FILE FUNCTION`: a model file without an entry point.
 
 FUNCTION returns `(model, args)` or `(model, args, kwargs)`. With FUNCTION `-` there is none: the module
-is built from the constructor call verify found in the project (PITFALL_LINT_MODEL), or with its default
-arguments, and fed a batch shaped for its first layer. The model is wrapped N-way in nn.DataParallel
+is built from the constructor call verify found in the project, or from its parameters (child/building.py),
+and fed a batch shaped for its first layer. The model is wrapped N-way in nn.DataParallel
 (real or emulated) and run forward and backward. The file is imported under its package's name, so
 that its relative imports work.
 """
@@ -13,16 +13,18 @@ import importlib
 import inspect
 import json
 import os
+import re
 import sys
 from typing import Any
 
+from pitfall_lint.harness.child.building import MODEL, build
 from pitfall_lint.harness.child.events import SCRIPT, VerifyLimit, emit
 from pitfall_lint.harness.child.observe import observed
 
-MODEL = "PITFALL_LINT_MODEL"  # {"class": ..., "args": [...], "kwargs": {...}, "source": "train.py:12"}
 _BATCH = 8
 _IMAGE_SIDES = (28, 32, 64, 224)
 _SEQUENCE = 16
+_VIEW_SUFFIX = re.compile(r"(_?\d+|_[a-z])$")  # x1, x2; view_1, view_2; im_q, im_k: one input's views
 
 
 def import_by_package(path: str) -> Any:
@@ -57,28 +59,20 @@ def _built(module: Any) -> tuple[Any, tuple[Any, ...]]:
     chosen = next((c for c in classes if c.__name__ == wanted.get("class")), classes[0] if classes else None)
     if chosen is None:
         raise VerifyLimit(f"{module.__name__} defines no nn.Module")
-    if wanted.get("class") == chosen.__name__ and "args" in wanted:
-        model = chosen(*wanted["args"], **wanted.get("kwargs", {}))
-        how = f"{chosen.__name__}(...) as called at {wanted['source']}"
-    else:
-        try:
-            model = chosen()
-        except TypeError as error:
-            raise VerifyLimit(f"{chosen.__name__}() needs constructor arguments ({error}); no call in the project "
-                              "gives them as literals: add pitfall_lint_example() returning (model, args)") from None
-        how = f"{chosen.__name__}() with its default arguments"
+    model, how = build(chosen, wanted)
     inputs, layer = _inputs_for(model, torch, nn)
     emit("model-built", how=how, inputs=[list(t.shape) for t in inputs], layer=layer)
     return model, inputs
 
 
 def _inputs_for(model: Any, torch: Any, nn: Any) -> tuple[tuple[Any, ...], str]:
-    """A batch for the first layer that takes one, the first shape that a plain forward accepts."""
+    """A batch for the first layer that takes one, the first shape that a plain forward accepts; one for each input
+    of a forward that takes views of one thing (`forward(self, x1, x2)`, `forward(self, im_q, im_k)`)."""
     required = [
         p.name for p in inspect.signature(model.forward).parameters.values()
         if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     ]
-    if len(required) > 1:
+    if len({_VIEW_SUFFIX.sub("", name) for name in required}) > 1:
         raise VerifyLimit(f"{type(model).__name__}.forward takes {len(required)} inputs ({', '.join(required)}): "
                           "verify can shape only one; add pitfall_lint_example() returning (model, args)")
     first = next((m for m in model.modules() if m is not model and isinstance(m, (
@@ -95,6 +89,7 @@ def _inputs_for(model: Any, torch: Any, nn: Any) -> tuple[tuple[Any, ...], str]:
     else:
         spatial = {nn.Conv1d: 1, nn.Conv2d: 2, nn.Conv3d: 3}[type(first)] if type(first) in (nn.Conv1d, nn.Conv2d, nn.Conv3d) else 2
         candidates = [(torch.randn(_BATCH, first.in_channels, *([side] * spatial)),) for side in _IMAGE_SIDES]
+    candidates = [inputs * max(len(required), 1) for inputs in candidates]
     for inputs in candidates:
         try:
             with torch.no_grad():
