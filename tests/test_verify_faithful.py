@@ -26,3 +26,18 @@ def test_the_script_sees_its_path_as_typed_in_sys_argv(tmp_path: Path) -> None:
     assert report["written"] == [str(folder / "result" / "log_train_DP.txt")]
     assert (report["stop"], report["unexplained"]) == (None, [])
     assert snapshot(folder) == before
+
+
+# --- an ImageNet-style script whose first batch outlasts the run: --steps cannot help, the script's -b can -----------
+
+
+def test_a_run_stopped_before_its_first_step_names_the_batch_size_option(tmp_path: Path) -> None:
+    folder = project(tmp_path, "slow_first_step")
+    returncode, report, stderr = run_verify(folder / "train.py", "--timeout", "30", cwd=folder)
+    stop = ("the run did not finish within 30 s, and no optimizer step did (a process was at train.py:24 in __getitem__); "
+            "lower the work per step with the script's own options after `--`: --batch-size (now 256); or raise --timeout")
+    assert (returncode, report["outcome"], report["stop"], report["unexplained"]) == (
+        2, "stopped after 30 s (timeout); no process left behind", stop, [])
+    assert verdicts(report) == {("PFL203", 49, "not-run")}
+    assert report["findings"][0]["evidence"]["mechanism"] == f"line 49 never ran: {stop}"
+    assert stderr.strip().splitlines()[-1] == f"error: {folder / 'train.py'}: {stop}; its processes were killed"

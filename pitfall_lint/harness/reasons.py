@@ -194,9 +194,15 @@ def _timeout(run: RunRecord, timeout: float) -> Stop:
             rank = run.rank_of(pid)
             places.append(f"{'rank ' + str(rank) if rank is not None else 'a process'} was{_where(inner)} in {inner['function']}")
     where = f" ({'; '.join(places[:4])})" if places else ""
+    bounds = [b for e in run.of("arguments") for b in e.get("bounds", [])]
     if steps:
-        bounds = [b for e in run.of("arguments") for b in e.get("bounds", [])]
         options = ", ".join(f"{b['option']} (now {b['value']})" for b in bounds[:4])
         hint = f"lower the work with the script's own options after `--`: {options}" if options else "raise --timeout or lower the script's epochs"
         return Stop(f"the run was still going after {max(steps.values())} optimizer steps when stopped at {timeout:g} s{where}", hint)
+    # No step finished: --steps cannot shorten the first one; the script's batch size can (ImageNet's -b 256 on a CPU).
+    batches = [b for b in bounds if "batch" in b["option"].lower() and isinstance(b["value"], int)]
+    if batches:
+        options = ", ".join(f"{b['option']} (now {b['value']})" for b in batches[:2])
+        return Stop(f"the run did not finish within {timeout:g} s, and no optimizer step did{where}",
+                    f"lower the work per step with the script's own options after `--`: {options}; or raise --timeout")
     return Stop(f"the run did not finish within {timeout:g} s{where}", "raise --timeout or lower --steps")
