@@ -41,3 +41,20 @@ def test_a_run_stopped_before_its_first_step_names_the_batch_size_option(tmp_pat
     assert verdicts(report) == {("PFL203", 49, "not-run")}
     assert report["findings"][0]["evidence"]["mechanism"] == f"line 49 never ran: {stop}"
     assert stderr.strip().splitlines()[-1] == f"error: {folder / 'train.py'}: {stop}; its processes were killed"
+
+
+# --- a DDP script whose ranks crash in native code: torch's launcher reports only a signal ----------------------------
+
+
+def test_a_rank_killed_by_a_signal_is_named_with_where_it_crashed(tmp_path: Path) -> None:
+    folder = project(tmp_path, "native_crash")
+    returncode, report, stderr = run_verify(folder / "train.py", cwd=folder)
+    # Both ranks crash at the same line; torch's launcher names the first it saw.
+    stops = {f"rank {rank} was killed by SIGSEGV at train.py:16 in fused_scale_: a crash in native code, with no Python "
+             "error; run the script once without verify: a crash there too is the code's or a compiled extension's; "
+             "none there is verify's" for rank in (0, 1)}
+    assert (returncode, report["outcome"]) == (2, "failed (exit code 1); no process left behind"), stderr
+    assert report["stop"] in stops
+    assert verdicts(report) == {("PFL203", 34, "not-run")}
+    assert report["findings"][0]["evidence"]["mechanism"] == f"line 34 never ran: {report['stop']}"
+    assert stderr.strip().splitlines()[-1] == f"error: {folder / 'train.py'}: {report['stop']}"

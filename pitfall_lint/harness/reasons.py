@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import signal
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -92,7 +93,8 @@ def stop_point(run: RunRecord, script_path: str, project_root: str, network_clos
         return _refused_arguments(refused[0], run, script_path)
     error = first_cause(run)
     if error is not None:
-        return replace(_crash(error, project_root, network_closed), error=run.errors.index(error))
+        stop = _killed(error, run) or _crash(error, project_root, network_closed)
+        return replace(stop, error=run.errors.index(error))
     if run.timed_out:
         return _timeout(run, timeout)
     early = [e for e in run.of("exit") if e.get("status") == "exit" and (e.get("code") or e.get("message")
@@ -109,6 +111,30 @@ def stop_point(run: RunRecord, script_path: str, project_root: str, network_clos
     if run.returncode not in (0, None):
         return Stop(f"the run ended with exit code {run.returncode}" + (f": {last_line(run.output)}" if run.output.strip() else ""))
     return None
+
+
+# The first failure of torch's launcher's report: "rank : 0 (local_rank: 0)" then "exitcode : -11 (pid: 9)".
+_KILLED_RANK = re.compile(r"rank\s*:\s*(?P<rank>\d+)[^\n]*\n\s*exitcode\s*:\s*-(?P<signal>\d+) \(pid: (?P<pid>\d+)\)")
+
+
+def _killed(error: dict[str, Any], run: RunRecord) -> Stop | None:
+    """A rank killed by a signal (a crash in native code) leaves only the launcher's report: which rank, which
+    signal, and where its Python stack stood, from the dump the crash wrote."""
+    if error.get("type") != "ChildFailedError":
+        return None
+    killed = _KILLED_RANK.search((error.get("message") or "").rpartition("Root Cause")[2])
+    if killed is None:
+        return None
+    try:
+        name = signal.Signals(int(killed["signal"])).name
+    except ValueError:
+        name = f"signal {killed['signal']}"
+    frames = run.stacks.get(int(killed["pid"]), [])
+    inner = next((f for f in frames if os.path.realpath(f["file"]) in run.lines or f["file"] == run.script), None)
+    where = f"{_where(inner)} in {inner['function']}" if inner else ""
+    return Stop(f"rank {killed['rank']} was killed by {name}{where}: a crash in native code, with no Python error",
+                "run the script once without verify: a crash there too is the code's or a compiled extension's; "
+                "none there is verify's")
 
 
 def _at_the_end(place: dict[str, Any] | None, script: str, final: range) -> bool:
