@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import signal
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -92,7 +93,8 @@ def stop_point(run: RunRecord, script_path: str, project_root: str, network_clos
         return _refused_arguments(refused[0], run, script_path)
     error = first_cause(run)
     if error is not None:
-        return replace(_crash(error, project_root, network_closed), error=run.errors.index(error))
+        stop = _killed(error, run) or _crash(error, project_root, network_closed)
+        return replace(stop, error=run.errors.index(error))
     if run.timed_out:
         return _timeout(run, timeout)
     early = [e for e in run.of("exit") if e.get("status") == "exit" and (e.get("code") or e.get("message")
@@ -109,6 +111,30 @@ def stop_point(run: RunRecord, script_path: str, project_root: str, network_clos
     if run.returncode not in (0, None):
         return Stop(f"the run ended with exit code {run.returncode}" + (f": {last_line(run.output)}" if run.output.strip() else ""))
     return None
+
+
+# The first failure of torch's launcher's report: "rank : 0 (local_rank: 0)" then "exitcode : -11 (pid: 9)".
+_KILLED_RANK = re.compile(r"rank\s*:\s*(?P<rank>\d+)[^\n]*\n\s*exitcode\s*:\s*-(?P<signal>\d+) \(pid: (?P<pid>\d+)\)")
+
+
+def _killed(error: dict[str, Any], run: RunRecord) -> Stop | None:
+    """A rank killed by a signal (a crash in native code) leaves only the launcher's report: which rank, which
+    signal, and where its Python stack stood, from the dump the crash wrote."""
+    if error.get("type") != "ChildFailedError":
+        return None
+    killed = _KILLED_RANK.search((error.get("message") or "").rpartition("Root Cause")[2])
+    if killed is None:
+        return None
+    try:
+        name = signal.Signals(int(killed["signal"])).name
+    except ValueError:
+        name = f"signal {killed['signal']}"
+    frames = run.stacks.get(int(killed["pid"]), [])
+    inner = next((f for f in frames if os.path.realpath(f["file"]) in run.lines or f["file"] == run.script), None)
+    where = f"{_where(inner)} in {inner['function']}" if inner else ""
+    return Stop(f"rank {killed['rank']} was killed by {name}{where}: a crash in native code, with no Python error",
+                "run the script once without verify: a crash there too is the code's or a compiled extension's; "
+                "none there is verify's")
 
 
 def _at_the_end(place: dict[str, Any] | None, script: str, final: range) -> bool:
@@ -194,9 +220,15 @@ def _timeout(run: RunRecord, timeout: float) -> Stop:
             rank = run.rank_of(pid)
             places.append(f"{'rank ' + str(rank) if rank is not None else 'a process'} was{_where(inner)} in {inner['function']}")
     where = f" ({'; '.join(places[:4])})" if places else ""
+    bounds = [b for e in run.of("arguments") for b in e.get("bounds", [])]
     if steps:
-        bounds = [b for e in run.of("arguments") for b in e.get("bounds", [])]
         options = ", ".join(f"{b['option']} (now {b['value']})" for b in bounds[:4])
         hint = f"lower the work with the script's own options after `--`: {options}" if options else "raise --timeout or lower the script's epochs"
         return Stop(f"the run was still going after {max(steps.values())} optimizer steps when stopped at {timeout:g} s{where}", hint)
+    # No step finished: --steps cannot shorten the first one; the script's batch size can (ImageNet's -b 256 on a CPU).
+    batches = [b for b in bounds if "batch" in b["option"].lower() and isinstance(b["value"], int)]
+    if batches:
+        options = ", ".join(f"{b['option']} (now {b['value']})" for b in batches[:2])
+        return Stop(f"the run did not finish within {timeout:g} s, and no optimizer step did{where}",
+                    f"lower the work per step with the script's own options after `--`: {options}; or raise --timeout")
     return Stop(f"the run did not finish within {timeout:g} s{where}", "raise --timeout or lower --steps")

@@ -20,6 +20,7 @@ from typing import Any
 from pitfall_lint.checking import ProjectSettings
 from pitfall_lint.diagnostic import Diagnostic
 from pitfall_lint.files import Excluder
+from pitfall_lint.harness.child.events import SCRIPT_AS_GIVEN
 from pitfall_lint.harness.monitor import Monitor
 from pitfall_lint.harness.planning import (
     Plan,
@@ -319,6 +320,8 @@ def verify(
         requested.update(probe.environment([runnable[i] for i, f in findings.items() if f.code == code]))
     if not marked:
         requested["PITFALL_LINT_PROJECT_FLAT"] = "1"
+    if not os.path.isabs(running.path):
+        requested[SCRIPT_AS_GIVEN] = running.path  # the script's sys.argv[0], spelt as `python PATH` would have it
     enclosed = _Enclosed(str(root), device, options, port, requested, progress)
     outcome, run, enclosure, report.written = enclosed.run(plan, start, script)
     report.scratch = str(enclosure.scratch)

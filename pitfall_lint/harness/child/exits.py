@@ -53,13 +53,16 @@ def _watch_arguments() -> None:
 
 
 def _dump_stacks_on_termination() -> None:
-    """When the run is stopped (timeout), every process writes where its threads were, even inside C++ waits."""
+    """When the run is stopped (timeout), every process writes where its threads were, even inside C++ waits; so does
+    a process that crashes in native code (SIGSEGV, SIGABRT, ...), which leaves no Python error behind."""
     folder = os.environ.get(TRACE_DIR)
-    if not folder or signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
+    if not folder:
         return
     handle = open(os.path.join(folder, f"{os.getpid()}.stacks"), "w")  # noqa: SIM115 (kept open for the handler)
     _stacks[:] = [handle]
-    faulthandler.register(signal.SIGTERM, file=handle, all_threads=True, chain=True)
+    faulthandler.enable(file=handle, all_threads=True)
+    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+        faulthandler.register(signal.SIGTERM, file=handle, all_threads=True, chain=True)
 
 
 def watch() -> None:

@@ -11,13 +11,29 @@ import os
 import runpy
 import sys
 
-from pitfall_lint.harness.child.events import SCRIPT, emit
+from pitfall_lint.harness.child.events import SCRIPT, SCRIPT_AS_GIVEN, emit
 from pitfall_lint.harness.child.observe import observed
 from pitfall_lint.harness.child.start_methods import START_METHOD, make_default, run_under_each, under_each
 
 # The option a script reads its local rank from (`--local_rank`), given to each rank as
 # torch.distributed.launch gives it; torchrun itself only sets LOCAL_RANK.
 LOCAL_RANK_OPTION = "PITFALL_LINT_LOCAL_RANK_OPTION"
+
+
+def _argv0_as_given(script: str) -> None:
+    """`python PATH` leaves sys.argv[0] as typed, where runpy puts the (absolute) path it runs: scripts name their logs
+    and checkpoints after it (`'log_' + sys.argv[0][:-3]`). The next run_path, this module's, gets the path as the
+    user gave it, where that names the same file from here; any run_path of the script's own is left alone."""
+    given = os.environ.get(SCRIPT_AS_GIVEN)
+    modified = getattr(runpy, "_ModifiedArgv0", None)
+    if not given or modified is None or os.path.realpath(given) != os.path.realpath(script):
+        return
+
+    def once(_path: str) -> object:
+        runpy._ModifiedArgv0 = modified  # type: ignore[attr-defined]
+        return modified(given)
+
+    runpy._ModifiedArgv0 = once  # type: ignore[attr-defined]
 
 
 def main() -> int:
@@ -35,6 +51,7 @@ def main() -> int:
     if method:
         make_default(method)
     emit("start", mode="script", argv=sys.argv, start_method=method)
+    _argv0_as_given(script)
     with observed(where="script"):
         runpy.run_path(script, run_name="__main__")
     return 0
