@@ -75,8 +75,8 @@ def test_ddp_template_confirms_the_unguarded_save_on_virtual_devices(tmp_path: P
         "the script asked for nccl; it got gloo (no GPUs for it), which is stricter in places: gloo refuses an "
         "all_gather of tensors of unequal sizes that NCCL takes (an error here may be a later hang on GPUs), and a "
         "hang ends in gloo's recv timeout rather than NCCL's watchdog",
-        f"CIFAR10('data') at {folder / 'train.py'}:53: its files are not here and the download was blocked; verify used a "
-        "synthetic stand-in of 50000 RGB images of 32x32 in 10 classes (train split)",
+        f"CIFAR10('data') at {folder / 'train.py'}:53: its files are not here and the download was blocked; verify gave "
+        "torchvision's CIFAR10 synthetic files of 50000 RGB images of 32x32 in 10 classes (train split)",
     ]
     assert "downloads were blocked by the loopback-only network: --allow-network lets them through" in report["notes"]
     # The log files and the data folder were written inside the enclosure, listed, and kept out of the tree.
@@ -106,6 +106,49 @@ def test_a_missing_required_argument_is_not_a_pass(tmp_path: Path) -> None:
     assert report["findings"][0]["evidence"]["mechanism"] == f"line 70 never ran: {expected}"
     assert report["unexplained"] == []
     assert stderr.strip().splitlines()[-1] == f"error: {folder / 'train.py'}: not run to its end: {expected}"
+
+
+# --- torchvision's own dataset classes, fed synthetic files: they pickle into spawned processes and have every attribute --
+
+needs_torchvision = pytest.mark.skipif(not _works("torchvision"), reason="needs a torchvision that loads with this torch "
+                                       "(the CUDA build's venv has one: torch 2.14.1, torchvision 0.29.1)")
+
+
+@needs_torchvision
+def test_an_mnist_handed_to_spawned_processes_is_torchvisions_own_class(tmp_path: Path) -> None:
+    folder = project(tmp_path, "spawn_mnist")
+    before = snapshot(folder)
+    returncode, report, stderr = run_verify(folder / "train.py", "--preview", cwd=folder)  # PFL201 is a preview rule
+    assert (returncode, report["unexplained"], report["stop"]) == (1, [], None), stderr
+    assert verdicts(report) == {("PFL201", 48, "confirmed")}
+    assert report["findings"][0]["evidence"]["mechanism"] == (
+        f"ranks 0 and 1 each wrote {folder / 'mnist_ddp.pt'} from line 48: concurrent writers of one file corrupt it "
+        "(the writes went to the scratch folder)")
+    assert report["notes"] == [
+        f"MNIST('data') at {folder / 'train.py'}:56: its files are not here and the download was blocked; verify gave "
+        "torchvision's MNIST synthetic files of 60000 L images of 28x28 in 10 classes (train split)",
+        "downloads were blocked by the loopback-only network: --allow-network lets them through",
+    ]
+    assert (report["written"], report["outcome"]) == ([], "finished without a failure; no process left behind")
+    assert snapshot(folder) == before
+
+
+@needs_torchvision
+def test_cifar10_read_through_its_attributes_and_loader_workers_is_torchvisions_own_class(tmp_path: Path) -> None:
+    folder = project(tmp_path, "dp_cifar")
+    before = snapshot(folder)
+    returncode, report, stderr = run_verify(folder / "train.py", cwd=folder)
+    assert (returncode, report["unexplained"], report["stop"]) == (1, [], None), stderr
+    assert verdicts(report) == {("PFL104", 23, "confirmed")}
+    assert report["notes"][1:] == [
+        f"CIFAR10('./data') at {folder / 'train.py'}:30: its files are not here and the download was blocked; verify "
+        "gave torchvision's CIFAR10 synthetic files of 50000 RGB images of 32x32 in 10 classes (train split)",
+        f"CIFAR10('./data') at {folder / 'train.py'}:31: its files are not here and the download was blocked; verify "
+        "gave torchvision's CIFAR10 synthetic files of 10000 RGB images of 32x32 in 10 classes (test split)",
+        "downloads were blocked by the loopback-only network: --allow-network lets them through",
+    ]
+    assert (report["written"], report["outcome"]) == ([], "finished without a failure; no process left behind")
+    assert snapshot(folder) == before
 
 
 # --- DataParallel under `if torch.cuda.device_count() > 1`, the model in a package of the project --------------------
