@@ -262,6 +262,27 @@ def test_required_positional_and_option_arguments_are_named(tmp_path: Path) -> N
     assert (returncode, verdicts(report)) == (1, {("PFL101", 13, "confirmed")})
 
 
+# --- advice that can be followed: the command line a script needs, the path its own package needs ---------------------
+
+
+def test_a_package_of_the_repository_off_the_scripts_path_gets_the_pythonpath_that_finds_it(tmp_path: Path) -> None:
+    folder = project(tmp_path, "monorepo")
+    script = folder / "deeplearning" / "ssl" / "train_moco.py"
+    returncode, report, stderr = run_verify(script, cwd=folder)
+    assert (returncode, verdicts(report)) == (2, {("PFL104", 20, "not-run"), ("PFL105", 22, "not-run")})
+    expected = (
+        "the script needs the module 'deeplearning' at deeplearning/ssl/train_moco.py:10; deeplearning is the "
+        f"repository's own package ({folder / 'deeplearning'}); Python looks for it in the script's folder, not in "
+        f"{folder}: PYTHONPATH={folder} pitfall-lint verify {script}"
+    )
+    assert report["stop"] == expected
+    assert stderr.strip().splitlines()[-1] == f"error: {script}: {expected}"
+    path = os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")]))
+    returncode, report, stderr = run_verify(script, cwd=folder, env={"PYTHONPATH": path})
+    assert (returncode, report["stop"], report["unexplained"]) == (1, None, []), stderr
+    assert verdicts(report) == {("PFL104", 20, "confirmed"), ("PFL105", 22, "confirmed")}
+
+
 # --- launches that are not N plain ranks -----------------------------------------------------------------------------
 
 

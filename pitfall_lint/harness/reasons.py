@@ -7,6 +7,7 @@ import ast
 import os
 import re
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from pitfall_lint.analysis.scopes import is_main_guard
@@ -92,7 +93,7 @@ def stop_point(run: RunRecord, script_path: str, project_root: str, network_clos
         return _refused_arguments(refused[0], run, script_path)
     error = first_cause(run)
     if error is not None:
-        return replace(_crash(error, project_root, network_closed), error=run.errors.index(error))
+        return replace(_crash(error, project_root, network_closed, script_path), error=run.errors.index(error))
     if run.timed_out:
         return _timeout(run, timeout)
     early = [e for e in run.of("exit") if e.get("status") == "exit" and (e.get("code") or e.get("message")
@@ -128,7 +129,7 @@ def _refused_arguments(event: dict[str, Any], run: RunRecord, script_path: str) 
     return Stop(text, f"pass the script's arguments after `--` ({event.get('usage', '')})", place=place)
 
 
-def _crash(error: dict[str, Any], project_root: str, network_closed: bool) -> Stop:
+def _crash(error: dict[str, Any], project_root: str, network_closed: bool, script_path: str) -> Stop:
     where = _where(error.get("user_frame"))
     kind, message = error.get("type"), last_line(error.get("message"))
     inner, _, rest = message.partition(": ")
@@ -137,7 +138,8 @@ def _crash(error: dict[str, Any], project_root: str, network_closed: bool) -> St
     if error.get("limit"):
         return Stop(f"verify's own limit{where} (not a failure of the code): {message}")
     if kind == "ModuleNotFoundError" and error.get("module"):
-        return Stop(f"the script needs the module {error['module']!r}{where}", _install_hint(error["module"], project_root))
+        return Stop(f"the script needs the module {error['module']!r}{where}",
+                    _install_hint(error["module"], project_root, script_path))
     if NEEDS_CUDA.search(error.get("message") or ""):
         return Stop(f"the code needs CUDA, which this run lacks{where} ({kind}: {message})", "run verify on a GPU machine")
     if network_closed and (_NETWORK.search(error.get("message") or "") or _NETWORK.search(kind or "")):
@@ -156,8 +158,12 @@ def _crash(error: dict[str, Any], project_root: str, network_closed: bool) -> St
     return Stop(f"the run failed{where}: {kind}: {message}")
 
 
-def _install_hint(module: str, project_root: str) -> str:
+def _install_hint(module: str, project_root: str, script_path: str) -> str:
     parts = module.split(".")
+    home = _package_home(module, script_path) if len(parts) == 1 else None  # a dotted name: its package was found
+    if home is not None:
+        return (f"{parts[0]} is the repository's own package ({os.path.join(home, parts[0])}); Python looks for it in "
+                f"the script's folder, not in {home}: PYTHONPATH={home} pitfall-lint verify {script_path}")
     for start in range(1, len(parts)):  # `deeplearning.ssl.moco.builder` for the project's moco/builder.py
         tail = os.path.join(project_root, *parts[start:])
         if os.path.exists(tail + ".py") or os.path.exists(os.path.join(tail, "__init__.py")):
@@ -171,6 +177,18 @@ def _install_hint(module: str, project_root: str) -> str:
     if top in _GPU_ONLY:
         return f"pip install {_DISTRIBUTIONS.get(top, top)} (it may need a GPU machine)"
     return f"pip install {_DISTRIBUTIONS.get(module, _DISTRIBUTIONS.get(top, top))}"
+
+
+def _package_home(top: str, script_path: str) -> str | None:
+    """The folder above the script from which `top` is importable as a package or module of the repository (for
+    `deeplearning/ssl/train.py` importing `deeplearning.ssl.moco`: the folder holding `deeplearning`)."""
+    script = os.path.realpath(script_path)
+    for folder in list(Path(script).parents)[1:]:
+        package = folder / top
+        if (package / "__init__.py").is_file() or package.with_suffix(".py").is_file() or (
+                package.is_dir() and Path(script).is_relative_to(package)):
+            return str(folder)
+    return None
 
 
 def _timeout(run: RunRecord, timeout: float) -> Stop:
