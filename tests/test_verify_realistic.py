@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -99,8 +100,8 @@ def test_a_missing_required_argument_is_not_a_pass(tmp_path: Path) -> None:
     assert returncode == 2
     assert verdicts(report) == {("PFL201", 70, "not-run")}
     expected = (
-        "the script exited at train.py:27 with 'error: the following arguments are required: --data'; "
-        f"pass them after `--`: pitfall-lint verify {folder / 'train.py'} -- --data VALUE"
+        "the script exited at train.py:27 with 'error: the following arguments are required: --data'; pass them "
+        f"after `--`, as train.py's docstring runs it: pitfall-lint verify {folder / 'train.py'} -- --data ./data"
     )
     assert report["stop"] == expected
     assert report["findings"][0]["evidence"]["mechanism"] == f"line 70 never ran: {expected}"
@@ -256,13 +257,48 @@ def test_required_positional_and_option_arguments_are_named(tmp_path: Path) -> N
     assert returncode == 2
     assert report["stop"] == (
         "the script exited at needs_arguments.py:23 with 'error: the following arguments are required: "
-        f"epochs, --data'; pass them after `--`: pitfall-lint verify {folder / 'needs_arguments.py'} -- EPOCHS --data VALUE"
+        f"epochs, --data'; pass them after `--`: pitfall-lint verify {folder / 'needs_arguments.py'} -- 2 --data data "
+        "(made-up values of the right kind: give your own where they matter)"
     )
     returncode, report, _ = run_verify(folder / "needs_arguments.py", "--", "3", "--data", "x", cwd=folder)
     assert (returncode, verdicts(report)) == (1, {("PFL101", 13, "confirmed")})
 
 
 # --- advice that can be followed: the command line a script needs, the path its own package needs ---------------------
+
+
+def _advised_arguments(stop: str) -> list[str]:
+    """The arguments of the `pitfall-lint verify SCRIPT -- ARGS` line a stop advises."""
+    line = stop.split(" -- ", 1)[1].split(" (made-up values")[0]
+    return shlex.split(line)
+
+
+def test_a_script_needing_arguments_is_given_the_command_line_of_its_readme(tmp_path: Path) -> None:
+    folder = project(tmp_path, "readme_args")
+    returncode, report, _ = run_verify(folder / "pretrain.py", cwd=folder)
+    assert (returncode, verdicts(report)) == (2, {("PFL104", 19, "not-run")})
+    assert report["stop"] == (
+        "the script exited at pretrain.py:43 with 'error: the following arguments are required: --output-dir, --model'; "
+        f"pass them after `--`, as README.md runs it: pitfall-lint verify {folder / 'pretrain.py'} -- --output-dir "
+        "runs/baseline --model small --epochs 2"
+    )
+    returncode, report, stderr = run_verify(folder / "pretrain.py", "--", *_advised_arguments(report["stop"]), cwd=folder)
+    assert (returncode, report["stop"], report["unexplained"]) == (1, None, []), stderr
+    assert verdicts(report) == {("PFL104", 19, "confirmed")}
+
+
+def test_a_script_needing_arguments_no_readme_gives_gets_values_made_from_its_parser(tmp_path: Path) -> None:
+    folder = project(tmp_path, "readme_args")
+    returncode, report, _ = run_verify(folder / "finetune.py", cwd=folder)
+    assert (returncode, verdicts(report)) == (2, {("PFL104", 18, "not-run")})
+    assert report["stop"] == (
+        "the script exited at finetune.py:44 with 'error: the following arguments are required: STEPS, --model, --lr, "
+        f"--gpu, --run-name'; pass them after `--`: pitfall-lint verify {folder / 'finetune.py'} -- 2 --model tiny --lr "
+        "0.01 --gpu 0 --run-name run_name (made-up values of the right kind: give your own where they matter)"
+    )
+    returncode, report, stderr = run_verify(folder / "finetune.py", "--", *_advised_arguments(report["stop"]), cwd=folder)
+    assert (returncode, report["stop"], report["unexplained"]) == (1, None, []), stderr
+    assert verdicts(report) == {("PFL104", 18, "confirmed")}
 
 
 def test_a_package_of_the_repository_off_the_scripts_path_gets_the_pythonpath_that_finds_it(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -90,7 +91,7 @@ def stop_point(run: RunRecord, script_path: str, project_root: str, network_clos
         return Stop(run.stopped)
     refused = run.of("arguments-refused")
     if refused:
-        return _refused_arguments(refused[0], run, script_path)
+        return _refused_arguments(refused[0], run, script_path, project_root)
     error = first_cause(run)
     if error is not None:
         return replace(_crash(error, project_root, network_closed, script_path), error=run.errors.index(error))
@@ -118,15 +119,68 @@ def _at_the_end(place: dict[str, Any] | None, script: str, final: range) -> bool
     return os.path.realpath(place["file"]) == script and place.get("line") in final
 
 
-def _refused_arguments(event: dict[str, Any], run: RunRecord, script_path: str) -> Stop:
+def _refused_arguments(event: dict[str, Any], run: RunRecord, script_path: str, project_root: str) -> Stop:
     exit_event = next((e for e in run.of("exit") if e.get("status") == "exit" and e.get("place")), None)
     place = exit_event.get("place") if exit_event else None
     text = f"the script exited{_where(place)} with 'error: {event['message']}'"
     required = event.get("required") or []
-    if required:
-        names = " ".join(n.lstrip("-").upper() if not n.startswith("-") else f"{n} VALUE" for n in required)
-        return Stop(text, f"pass them after `--`: pitfall-lint verify {script_path} -- {names}", place=place)
-    return Stop(text, f"pass the script's arguments after `--` ({event.get('usage', '')})", place=place)
+    if not required:
+        return Stop(text, f"pass the script's arguments after `--` ({event.get('usage', '')})", place=place)
+    documented = _documented_command(run.script, project_root, required)
+    if documented is not None:
+        source, arguments = documented
+        return Stop(text, f"pass them after `--`, as {source} runs it: pitfall-lint verify {script_path} -- "
+                          f"{shlex.join(arguments)}", place=place)
+    made_up = event.get("made_up") or [n.lstrip("-").upper() if not n.startswith("-") else f"{n} VALUE" for n in required]
+    return Stop(text, f"pass them after `--`: pitfall-lint verify {script_path} -- {shlex.join(made_up)} (made-up "
+                      "values of the right kind: give your own where they matter)", place=place)
+
+
+_SHELL_ENDS = frozenset({"|", "||", "&&", ";", ">", ">>", "2>&1", "&", "\\"})
+
+
+def _documented_command(script: str, project_root: str, required: list[str]) -> tuple[str, list[str]] | None:
+    """The arguments of a command line that runs the script, from its docstring or a README between its folder and
+    the project root, when they give every required option; with where they come from."""
+    name = os.path.basename(script)
+    for source, text in _usage_texts(script, project_root):
+        for line in text.splitlines():
+            try:
+                tokens = shlex.split(line.strip().removeprefix("$ "), comments=True)
+            except ValueError:
+                continue
+            at = next((i for i, token in enumerate(tokens) if os.path.basename(token) == name), None)
+            if at is None:
+                continue
+            arguments = tokens[at + 1:]
+            end = next((i for i, token in enumerate(arguments) if token in _SHELL_ENDS), len(arguments))
+            arguments = arguments[:end]
+            options = [n.split("/") for n in required if n.startswith("-")]
+            if arguments and all(any(spelling in arguments or any(a.startswith(f"{spelling}=") for a in arguments)
+                                     for spelling in option) for option in options):
+                return source, arguments
+    return None
+
+
+def _usage_texts(script: str, project_root: str) -> list[tuple[str, str]]:
+    texts = []
+    try:
+        with open(script, encoding="utf-8") as handle:
+            docstring = ast.get_docstring(ast.parse(handle.read()))
+    except (OSError, SyntaxError, ValueError):
+        docstring = None
+    if docstring:
+        texts.append((f"{os.path.basename(script)}'s docstring", docstring))
+    folder, root = Path(script).parent, Path(os.path.realpath(project_root))
+    while True:
+        for readme in sorted(folder.glob("README*")):
+            try:
+                texts.append((shown_path(str(readme)), readme.read_text(encoding="utf-8", errors="replace")))
+            except OSError:
+                continue
+        if folder == root or folder.parent == folder or not folder.is_relative_to(root):
+            return texts
+        folder = folder.parent
 
 
 def _crash(error: dict[str, Any], project_root: str, network_closed: bool, script_path: str) -> Stop:
