@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -75,8 +76,8 @@ def test_ddp_template_confirms_the_unguarded_save_on_virtual_devices(tmp_path: P
         "the script asked for nccl; it got gloo (no GPUs for it), which is stricter in places: gloo refuses an "
         "all_gather of tensors of unequal sizes that NCCL takes (an error here may be a later hang on GPUs), and a "
         "hang ends in gloo's recv timeout rather than NCCL's watchdog",
-        f"CIFAR10('data') at {folder / 'train.py'}:53: its files are not here and the download was blocked; verify used a "
-        "synthetic stand-in of 50000 RGB images of 32x32 in 10 classes (train split)",
+        f"CIFAR10('data') at {folder / 'train.py'}:53: its files are not here and the download was blocked; verify gave "
+        "torchvision's CIFAR10 synthetic files of 50000 RGB images of 32x32 in 10 classes (train split)",
     ]
     assert "downloads were blocked by the loopback-only network: --allow-network lets them through" in report["notes"]
     # The log files and the data folder were written inside the enclosure, listed, and kept out of the tree.
@@ -99,13 +100,56 @@ def test_a_missing_required_argument_is_not_a_pass(tmp_path: Path) -> None:
     assert returncode == 2
     assert verdicts(report) == {("PFL201", 70, "not-run")}
     expected = (
-        "the script exited at train.py:27 with 'error: the following arguments are required: --data'; "
-        f"pass them after `--`: pitfall-lint verify {folder / 'train.py'} -- --data VALUE"
+        "the script exited at train.py:27 with 'error: the following arguments are required: --data'; pass them "
+        f"after `--`, as train.py's docstring runs it: pitfall-lint verify {folder / 'train.py'} -- --data ./data"
     )
     assert report["stop"] == expected
     assert report["findings"][0]["evidence"]["mechanism"] == f"line 70 never ran: {expected}"
     assert report["unexplained"] == []
     assert stderr.strip().splitlines()[-1] == f"error: {folder / 'train.py'}: not run to its end: {expected}"
+
+
+# --- torchvision's own dataset classes, fed synthetic files: they pickle into spawned processes and have every attribute --
+
+needs_torchvision = pytest.mark.skipif(not _works("torchvision"), reason="needs a torchvision that loads with this torch "
+                                       "(the CUDA build's venv has one: torch 2.14.1, torchvision 0.29.1)")
+
+
+@needs_torchvision
+def test_an_mnist_handed_to_spawned_processes_is_torchvisions_own_class(tmp_path: Path) -> None:
+    folder = project(tmp_path, "spawn_mnist")
+    before = snapshot(folder)
+    returncode, report, stderr = run_verify(folder / "train.py", "--preview", cwd=folder)  # PFL201 is a preview rule
+    assert (returncode, report["unexplained"], report["stop"]) == (1, [], None), stderr
+    assert verdicts(report) == {("PFL201", 48, "confirmed")}
+    assert report["findings"][0]["evidence"]["mechanism"] == (
+        f"ranks 0 and 1 each wrote {folder / 'mnist_ddp.pt'} from line 48: concurrent writers of one file corrupt it "
+        "(the writes went to the scratch folder)")
+    assert report["notes"] == [
+        f"MNIST('data') at {folder / 'train.py'}:56: its files are not here and the download was blocked; verify gave "
+        "torchvision's MNIST synthetic files of 60000 L images of 28x28 in 10 classes (train split)",
+        "downloads were blocked by the loopback-only network: --allow-network lets them through",
+    ]
+    assert (report["written"], report["outcome"]) == ([], "finished without a failure; no process left behind")
+    assert snapshot(folder) == before
+
+
+@needs_torchvision
+def test_cifar10_read_through_its_attributes_and_loader_workers_is_torchvisions_own_class(tmp_path: Path) -> None:
+    folder = project(tmp_path, "dp_cifar")
+    before = snapshot(folder)
+    returncode, report, stderr = run_verify(folder / "train.py", cwd=folder)
+    assert (returncode, report["unexplained"], report["stop"]) == (1, [], None), stderr
+    assert verdicts(report) == {("PFL104", 23, "confirmed")}
+    assert report["notes"][1:] == [
+        f"CIFAR10('./data') at {folder / 'train.py'}:30: its files are not here and the download was blocked; verify "
+        "gave torchvision's CIFAR10 synthetic files of 50000 RGB images of 32x32 in 10 classes (train split)",
+        f"CIFAR10('./data') at {folder / 'train.py'}:31: its files are not here and the download was blocked; verify "
+        "gave torchvision's CIFAR10 synthetic files of 10000 RGB images of 32x32 in 10 classes (test split)",
+        "downloads were blocked by the loopback-only network: --allow-network lets them through",
+    ]
+    assert (report["written"], report["outcome"]) == ([], "finished without a failure; no process left behind")
+    assert snapshot(folder) == before
 
 
 # --- DataParallel under `if torch.cuda.device_count() > 1`, the model in a package of the project --------------------
@@ -213,10 +257,66 @@ def test_required_positional_and_option_arguments_are_named(tmp_path: Path) -> N
     assert returncode == 2
     assert report["stop"] == (
         "the script exited at needs_arguments.py:23 with 'error: the following arguments are required: "
-        f"epochs, --data'; pass them after `--`: pitfall-lint verify {folder / 'needs_arguments.py'} -- EPOCHS --data VALUE"
+        f"epochs, --data'; pass them after `--`: pitfall-lint verify {folder / 'needs_arguments.py'} -- 2 --data data "
+        "(made-up values of the right kind: give your own where they matter)"
     )
     returncode, report, _ = run_verify(folder / "needs_arguments.py", "--", "3", "--data", "x", cwd=folder)
     assert (returncode, verdicts(report)) == (1, {("PFL101", 13, "confirmed")})
+
+
+# --- advice that can be followed: the command line a script needs, the path its own package needs ---------------------
+
+
+def _advised_arguments(stop: str) -> list[str]:
+    """The arguments of the `pitfall-lint verify SCRIPT -- ARGS` line a stop advises."""
+    line = stop.split(" -- ", 1)[1].split(" (made-up values")[0]
+    return shlex.split(line)
+
+
+def test_a_script_needing_arguments_is_given_the_command_line_of_its_readme(tmp_path: Path) -> None:
+    folder = project(tmp_path, "readme_args")
+    returncode, report, _ = run_verify(folder / "pretrain.py", cwd=folder)
+    assert (returncode, verdicts(report)) == (2, {("PFL104", 19, "not-run")})
+    assert report["stop"] == (
+        "the script exited at pretrain.py:43 with 'error: the following arguments are required: --output-dir, --model'; "
+        f"pass them after `--`, as README.md runs it: pitfall-lint verify {folder / 'pretrain.py'} -- --output-dir "
+        "runs/baseline --model small --epochs 2"
+    )
+    returncode, report, stderr = run_verify(folder / "pretrain.py", "--", *_advised_arguments(report["stop"]), cwd=folder)
+    assert (returncode, report["stop"], report["unexplained"]) == (1, None, []), stderr
+    assert verdicts(report) == {("PFL104", 19, "confirmed")}
+
+
+def test_a_script_needing_arguments_no_readme_gives_gets_values_made_from_its_parser(tmp_path: Path) -> None:
+    folder = project(tmp_path, "readme_args")
+    returncode, report, _ = run_verify(folder / "finetune.py", cwd=folder)
+    assert (returncode, verdicts(report)) == (2, {("PFL104", 18, "not-run")})
+    assert report["stop"] == (
+        "the script exited at finetune.py:44 with 'error: the following arguments are required: STEPS, --model, --lr, "
+        f"--gpu, --run-name'; pass them after `--`: pitfall-lint verify {folder / 'finetune.py'} -- 2 --model tiny --lr "
+        "0.01 --gpu 0 --run-name run_name (made-up values of the right kind: give your own where they matter)"
+    )
+    returncode, report, stderr = run_verify(folder / "finetune.py", "--", *_advised_arguments(report["stop"]), cwd=folder)
+    assert (returncode, report["stop"], report["unexplained"]) == (1, None, []), stderr
+    assert verdicts(report) == {("PFL104", 18, "confirmed")}
+
+
+def test_a_package_of_the_repository_off_the_scripts_path_gets_the_pythonpath_that_finds_it(tmp_path: Path) -> None:
+    folder = project(tmp_path, "monorepo")
+    script = folder / "deeplearning" / "ssl" / "train_moco.py"
+    returncode, report, stderr = run_verify(script, cwd=folder)
+    assert (returncode, verdicts(report)) == (2, {("PFL104", 20, "not-run"), ("PFL105", 22, "not-run")})
+    expected = (
+        "the script needs the module 'deeplearning' at deeplearning/ssl/train_moco.py:10; deeplearning is the "
+        f"repository's own package ({folder / 'deeplearning'}); Python looks for it in the script's folder, not in "
+        f"{folder}: PYTHONPATH={folder} pitfall-lint verify {script}"
+    )
+    assert report["stop"] == expected
+    assert stderr.strip().splitlines()[-1] == f"error: {script}: {expected}"
+    path = os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")]))
+    returncode, report, stderr = run_verify(script, cwd=folder, env={"PYTHONPATH": path})
+    assert (returncode, report["stop"], report["unexplained"]) == (1, None, []), stderr
+    assert verdicts(report) == {("PFL104", 20, "confirmed"), ("PFL105", 22, "confirmed")}
 
 
 # --- launches that are not N plain ranks -----------------------------------------------------------------------------

@@ -6,8 +6,10 @@ from __future__ import annotations
 import ast
 import os
 import re
+import shlex
 import signal
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from pitfall_lint.analysis.scopes import is_main_guard
@@ -90,10 +92,10 @@ def stop_point(run: RunRecord, script_path: str, project_root: str, network_clos
         return Stop(run.stopped)
     refused = run.of("arguments-refused")
     if refused:
-        return _refused_arguments(refused[0], run, script_path)
+        return _refused_arguments(refused[0], run, script_path, project_root)
     error = first_cause(run)
     if error is not None:
-        stop = _killed(error, run) or _crash(error, project_root, network_closed)
+        stop = _killed(error, run) or _crash(error, project_root, network_closed, script_path)
         return replace(stop, error=run.errors.index(error))
     if run.timed_out:
         return _timeout(run, timeout)
@@ -143,18 +145,71 @@ def _at_the_end(place: dict[str, Any] | None, script: str, final: range) -> bool
     return os.path.realpath(place["file"]) == script and place.get("line") in final
 
 
-def _refused_arguments(event: dict[str, Any], run: RunRecord, script_path: str) -> Stop:
+def _refused_arguments(event: dict[str, Any], run: RunRecord, script_path: str, project_root: str) -> Stop:
     exit_event = next((e for e in run.of("exit") if e.get("status") == "exit" and e.get("place")), None)
     place = exit_event.get("place") if exit_event else None
     text = f"the script exited{_where(place)} with 'error: {event['message']}'"
     required = event.get("required") or []
-    if required:
-        names = " ".join(n.lstrip("-").upper() if not n.startswith("-") else f"{n} VALUE" for n in required)
-        return Stop(text, f"pass them after `--`: pitfall-lint verify {script_path} -- {names}", place=place)
-    return Stop(text, f"pass the script's arguments after `--` ({event.get('usage', '')})", place=place)
+    if not required:
+        return Stop(text, f"pass the script's arguments after `--` ({event.get('usage', '')})", place=place)
+    documented = _documented_command(run.script, project_root, required)
+    if documented is not None:
+        source, arguments = documented
+        return Stop(text, f"pass them after `--`, as {source} runs it: pitfall-lint verify {script_path} -- "
+                          f"{shlex.join(arguments)}", place=place)
+    made_up = event.get("made_up") or [n.lstrip("-").upper() if not n.startswith("-") else f"{n} VALUE" for n in required]
+    return Stop(text, f"pass them after `--`: pitfall-lint verify {script_path} -- {shlex.join(made_up)} (made-up "
+                      "values of the right kind: give your own where they matter)", place=place)
 
 
-def _crash(error: dict[str, Any], project_root: str, network_closed: bool) -> Stop:
+_SHELL_ENDS = frozenset({"|", "||", "&&", ";", ">", ">>", "2>&1", "&", "\\"})
+
+
+def _documented_command(script: str, project_root: str, required: list[str]) -> tuple[str, list[str]] | None:
+    """The arguments of a command line that runs the script, from its docstring or a README between its folder and
+    the project root, when they give every required option; with where they come from."""
+    name = os.path.basename(script)
+    for source, text in _usage_texts(script, project_root):
+        for line in text.splitlines():
+            try:
+                tokens = shlex.split(line.strip().removeprefix("$ "), comments=True)
+            except ValueError:
+                continue
+            at = next((i for i, token in enumerate(tokens) if os.path.basename(token) == name), None)
+            if at is None:
+                continue
+            arguments = tokens[at + 1:]
+            end = next((i for i, token in enumerate(arguments) if token in _SHELL_ENDS), len(arguments))
+            arguments = arguments[:end]
+            options = [n.split("/") for n in required if n.startswith("-")]
+            if arguments and all(any(spelling in arguments or any(a.startswith(f"{spelling}=") for a in arguments)
+                                     for spelling in option) for option in options):
+                return source, arguments
+    return None
+
+
+def _usage_texts(script: str, project_root: str) -> list[tuple[str, str]]:
+    texts = []
+    try:
+        with open(script, encoding="utf-8") as handle:
+            docstring = ast.get_docstring(ast.parse(handle.read()))
+    except (OSError, SyntaxError, ValueError):
+        docstring = None
+    if docstring:
+        texts.append((f"{os.path.basename(script)}'s docstring", docstring))
+    folder, root = Path(script).parent, Path(os.path.realpath(project_root))
+    while True:
+        for readme in sorted(folder.glob("README*")):
+            try:
+                texts.append((shown_path(str(readme)), readme.read_text(encoding="utf-8", errors="replace")))
+            except OSError:
+                continue
+        if folder == root or folder.parent == folder or not folder.is_relative_to(root):
+            return texts
+        folder = folder.parent
+
+
+def _crash(error: dict[str, Any], project_root: str, network_closed: bool, script_path: str) -> Stop:
     where = _where(error.get("user_frame"))
     kind, message = error.get("type"), last_line(error.get("message"))
     inner, _, rest = message.partition(": ")
@@ -163,7 +218,8 @@ def _crash(error: dict[str, Any], project_root: str, network_closed: bool) -> St
     if error.get("limit"):
         return Stop(f"verify's own limit{where} (not a failure of the code): {message}")
     if kind == "ModuleNotFoundError" and error.get("module"):
-        return Stop(f"the script needs the module {error['module']!r}{where}", _install_hint(error["module"], project_root))
+        return Stop(f"the script needs the module {error['module']!r}{where}",
+                    _install_hint(error["module"], project_root, script_path))
     if NEEDS_CUDA.search(error.get("message") or ""):
         return Stop(f"the code needs CUDA, which this run lacks{where} ({kind}: {message})", "run verify on a GPU machine")
     if network_closed and (_NETWORK.search(error.get("message") or "") or _NETWORK.search(kind or "")):
@@ -182,8 +238,12 @@ def _crash(error: dict[str, Any], project_root: str, network_closed: bool) -> St
     return Stop(f"the run failed{where}: {kind}: {message}")
 
 
-def _install_hint(module: str, project_root: str) -> str:
+def _install_hint(module: str, project_root: str, script_path: str) -> str:
     parts = module.split(".")
+    home = _package_home(module, script_path) if len(parts) == 1 else None  # a dotted name: its package was found
+    if home is not None:
+        return (f"{parts[0]} is the repository's own package ({os.path.join(home, parts[0])}); Python looks for it in "
+                f"the script's folder, not in {home}: PYTHONPATH={home} pitfall-lint verify {script_path}")
     for start in range(1, len(parts)):  # `deeplearning.ssl.moco.builder` for the project's moco/builder.py
         tail = os.path.join(project_root, *parts[start:])
         if os.path.exists(tail + ".py") or os.path.exists(os.path.join(tail, "__init__.py")):
@@ -197,6 +257,18 @@ def _install_hint(module: str, project_root: str) -> str:
     if top in _GPU_ONLY:
         return f"pip install {_DISTRIBUTIONS.get(top, top)} (it may need a GPU machine)"
     return f"pip install {_DISTRIBUTIONS.get(module, _DISTRIBUTIONS.get(top, top))}"
+
+
+def _package_home(top: str, script_path: str) -> str | None:
+    """The folder above the script from which `top` is importable as a package or module of the repository (for
+    `deeplearning/ssl/train.py` importing `deeplearning.ssl.moco`: the folder holding `deeplearning`)."""
+    script = os.path.realpath(script_path)
+    for folder in list(Path(script).parents)[1:]:
+        package = folder / top
+        if (package / "__init__.py").is_file() or package.with_suffix(".py").is_file() or (
+                package.is_dir() and Path(script).is_relative_to(package)):
+            return str(folder)
+    return None
 
 
 def _timeout(run: RunRecord, timeout: float) -> Stop:

@@ -16,6 +16,7 @@ from pitfall_lint.harness.child.start_methods import started_with
 TRACE_DIR = "PITFALL_LINT_TRACE_DIR"
 SCRIPT = "PITFALL_LINT_SCRIPT"
 SCRIPT_AS_GIVEN = "PITFALL_LINT_SCRIPT_AS_GIVEN"  # the path as the user typed it, relative to the working folder
+SCRATCH = "PITFALL_LINT_SCRATCH"  # verify's own folder for the run: redirected saves, synthetic dataset files
 PROJECT = "PITFALL_LINT_PROJECT"  # the folder of the user's project: its files are "user code"
 PROJECT_FLAT = "PITFALL_LINT_PROJECT_FLAT"  # "1": a folder without a project marker, whose files alone count
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S+)')

@@ -15,6 +15,7 @@ from pitfall_lint.harness.child.events import TRACE_DIR, emit, project_file
 
 _REQUIRED = re.compile(r"the following arguments are required: (?P<names>.+)")
 _PROGRESS_WORDS = ("epoch", "iter", "step", "batch")
+_INDEX_WORDS = ("gpu", "rank", "device", "seed", "local")  # an int that names one of several: 0 is always valid
 _stacks: list[Any] = []  # the open file faulthandler writes into must stay open
 
 
@@ -33,8 +34,9 @@ def _watch_arguments() -> None:
 
     def refused(self: argparse.ArgumentParser, message: str) -> NoReturn:
         required = _REQUIRED.search(message)
-        emit("arguments-refused", message=message, usage=self.format_usage().strip(),
-             required=[n.strip() for n in required["names"].split(",")] if required else [])
+        names = [n.strip() for n in required["names"].split(",")] if required else []
+        emit("arguments-refused", message=message, usage=self.format_usage().strip(), required=names,
+             made_up=_made_up_arguments(self, names))
         error(self, message)
 
     def parse_known_args(self: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> Any:
@@ -50,6 +52,30 @@ def _watch_arguments() -> None:
 
     argparse.ArgumentParser.error = refused  # type: ignore[method-assign]
     argparse.ArgumentParser.parse_known_args = parse_known_args  # type: ignore[method-assign]
+
+
+def _made_up_arguments(parser: argparse.ArgumentParser, names: list[str]) -> list[str]:
+    """A command line giving the missing arguments `names` values of the right kind, from the parser's own
+    declarations: the first choice, a small number for a count, the option's own name for a path or a word."""
+    tokens: list[str] = []
+    for action in parser._actions:
+        if argparse._get_action_name(action) not in names:
+            continue
+        if action.option_strings:
+            tokens.append(max(action.option_strings, key=len))
+        if action.nargs != 0:
+            tokens += [_plausible_value(action)] * (action.nargs if isinstance(action.nargs, int) else 1)
+    return tokens
+
+
+def _plausible_value(action: argparse.Action) -> str:
+    if action.choices:
+        return str(next(iter(action.choices)))
+    if action.type is int:
+        return "0" if any(word in action.dest.lower() for word in _INDEX_WORDS) else "2"
+    if action.type is float:
+        return "0.01"
+    return action.dest.lower()
 
 
 def _dump_stacks_on_termination() -> None:

@@ -31,11 +31,10 @@ from typing import Any
 from pitfall_lint.harness import isolation
 from pitfall_lint.harness.child import collectives, ddp, exits, loading, nodes, stand_ins
 from pitfall_lint.harness.child.coverage import LineRecorder
-from pitfall_lint.harness.child.events import SCRIPT, current_rank, emit, emit_error, user_place
+from pitfall_lint.harness.child.events import SCRATCH, SCRIPT, current_rank, emit, emit_error, user_place
 from pitfall_lint.harness.child.imports import after_import
 from pitfall_lint.harness.child.wrapper_observers import observe_wrappers
 
-SCRATCH = "PITFALL_LINT_SCRATCH"
 SAVE_DELAY = "PITFALL_LINT_SAVE_DELAY"  # seconds, for the first saves of each process
 HELD_PORTS = "PITFALL_LINT_HOLD_PORTS"  # comma-separated ports the first process binds before the script runs
 _DELAYED_SAVES = 2

@@ -1,51 +1,29 @@
 """Synthetic stand-ins for the public datasets a script downloads, when their files are absent here.
 
 `torchvision.datasets.CIFAR10(root, download=True)` on a machine whose network verify closed would fail
-before the first batch. The class is kept (a subclass, so `isinstance` and subclassing still work): with
-its files present it is the real dataset; without them it yields samples of the real kinds (PIL images
-of the real size and mode, integer labels, waveforms), as many as the real split has, generated per
-index and passed through the script's own transforms. Hugging Face's `load_dataset` of a text dataset that is
+before the first batch. A torchvision dataset stays the real class and the real instance: where its files
+are absent it reads synthetic files of the real format and size (child/dataset_files.py) from the scratch
+folder, so it pickles into spawned processes and has `.data` and `.targets`; its `root` is the script's.
+torchaudio's datasets are subclassed: without their files they yield waveforms of the real kinds, as many as
+the real split has. Hugging Face's `load_dataset` of a text dataset that is
 not cached gets rows of the real columns, as many as the real split has. A user's own dataset class is never touched.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pitfall_lint.harness.child.events import emit, user_place
+from pitfall_lint.harness.child.dataset_files import FED, KINDS
+from pitfall_lint.harness.child.events import SCRATCH, emit, user_place
 from pitfall_lint.harness.child.imports import after_import
 
 NETWORK = "PITFALL_LINT_NETWORK"  # "loopback" (closed) or "host"
-
-
-@dataclass(frozen=True)
-class ImageSpec:
-    size: tuple[int, int]  # height, width
-    mode: str  # PIL mode: "RGB" or "L"
-    classes: int
-    lengths: dict[str, int]  # split -> samples
-    split_argument: str = "train"  # "train" (a bool) or "split" (a name)
-    labels_attribute: str = "targets"
-
-
-_IMAGES = {
-    "MNIST": ImageSpec((28, 28), "L", 10, {"train": 60000, "test": 10000}),
-    "FashionMNIST": ImageSpec((28, 28), "L", 10, {"train": 60000, "test": 10000}),
-    "KMNIST": ImageSpec((28, 28), "L", 10, {"train": 60000, "test": 10000}),
-    "QMNIST": ImageSpec((28, 28), "L", 10, {"train": 60000, "test": 60000}),
-    "EMNIST": ImageSpec((28, 28), "L", 47, {"train": 112800, "test": 18800}),
-    "CIFAR10": ImageSpec((32, 32), "RGB", 10, {"train": 50000, "test": 10000}),
-    "CIFAR100": ImageSpec((32, 32), "RGB", 100, {"train": 50000, "test": 10000}),
-    "SVHN": ImageSpec((32, 32), "RGB", 10, {"train": 73257, "test": 26032, "extra": 531131}, "split", "labels"),
-    "STL10": ImageSpec((96, 96), "RGB", 10, {"train": 5000, "test": 8000, "unlabeled": 100000}, "split", "labels"),
-    "ImageNet": ImageSpec((224, 224), "RGB", 1000, {"train": 1281167, "val": 50000}, "split"),
-}
-# A folder of class folders that does not exist here: its size and classes cannot be known, so a small stand-in.
-_FOLDER = ImageSpec((224, 224), "RGB", 10, {"train": 1000})
-_FOLDERS = ("ImageFolder", "DatasetFolder")
 
 
 @dataclass(frozen=True)
@@ -64,28 +42,9 @@ _AUDIO = {
 _WORDS = ("yes", "no", "up", "down", "left", "right", "on", "off", "stop", "go")
 
 
-def _split_of(spec: ImageSpec, arguments: dict[str, Any]) -> str:
-    if spec.split_argument == "split":
-        return str(arguments.get("split", next(iter(spec.lengths))))
-    return "train" if arguments.get("train", True) else "test"
-
-
-def _image(spec: ImageSpec, index: int) -> Any:
-    import torch
-
-    generator = torch.Generator().manual_seed(index)
-    channels = 3 if spec.mode == "RGB" else 1
-    pixels = torch.randint(0, 256, (*spec.size, channels), dtype=torch.uint8, generator=generator)
+def _bound_arguments(init: Callable[..., None], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     try:
-        from PIL import Image
-    except ImportError:
-        return pixels.permute(2, 0, 1)  # no PIL, so no torchvision either: a uint8 CHW tensor
-    return Image.frombytes(spec.mode, (spec.size[1], spec.size[0]), bytes(pixels.flatten().tolist()))
-
-
-def _bound_arguments(original: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    try:
-        bound = inspect.signature(original.__init__).bind(None, *args, **kwargs)
+        bound = inspect.signature(init).bind(None, *args, **kwargs)
     except TypeError:
         return dict(kwargs)
     arguments = dict(bound.arguments)
@@ -98,77 +57,91 @@ def _network_closed() -> bool:
     return os.environ.get(NETWORK, "loopback") != "host"
 
 
-def _image_stand_in(original: type, name: str, spec: ImageSpec) -> type:
-    class StandIn(original):  # type: ignore[misc, valid-type]
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            arguments = _bound_arguments(original, args, kwargs)
-            asked = bool(arguments.get("download"))
-            if asked and _network_closed():
-                args, kwargs = (), {**arguments, "download": False}  # the files may be here already
+def _torchvision_kind(cls: type) -> str | None:
+    """The torchvision class a dataset class is or derives from, where synthetic files can be written for it (a
+    user's subclass of MNIST is fed as MNIST; QMNIST, whose files differ, is not)."""
+    for klass in cls.__mro__:
+        if klass.__module__.startswith("torchvision."):
+            return klass.__name__ if klass.__name__ in KINDS else None
+    return None
+
+
+_building: set[int] = set()  # the datasets whose wrapped `__init__` runs: a base class's `__init__` runs as written
+
+
+def _fed_init(original: Callable[..., None]) -> Callable[..., None]:
+    """`original` (a torchvision dataset's `__init__`) as written; where the files are absent, run again on
+    synthetic files written into the scratch folder, and the root the script gave put back."""
+
+    @functools.wraps(original)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if id(self) in _building:
+            original(self, *args, **kwargs)
+            return
+        arguments = _bound_arguments(original, args, kwargs)
+        blocked = bool(arguments.get("download")) and _network_closed()
+        if blocked:
+            args, kwargs = (), {**arguments, "download": False}  # the files may be here already
+        _building.add(id(self))
+        try:
             try:
-                original.__init__(self, *args, **kwargs)
-                self._pitfall_lint_spec = None
+                original(self, *args, **kwargs)
                 return
-            except (RuntimeError, FileNotFoundError, NotADirectoryError, OSError):
-                pass  # not here: the stand-in
-            self._pitfall_lint_spec = spec if name not in _FOLDERS else _FOLDER
-            split = _split_of(self._pitfall_lint_spec, arguments) if name not in _FOLDERS else "train"
-            self._pitfall_lint_length = self._pitfall_lint_spec.lengths.get(split, next(iter(self._pitfall_lint_spec.lengths.values())))
-            labels = [i % self._pitfall_lint_spec.classes for i in range(self._pitfall_lint_length)]
-            classes = [str(i) for i in range(self._pitfall_lint_spec.classes)]
-            attributes = {
-                "transform": arguments.get("transform"), "target_transform": arguments.get("target_transform"),
-                "transforms": None, "root": arguments.get("root"), "classes": classes,
-                "class_to_idx": {c: i for i, c in enumerate(classes)}, self._pitfall_lint_spec.labels_attribute: labels,
-            }
-            if name in _FOLDERS:
-                attributes["samples"] = attributes["imgs"] = [(f"synthetic/{i}.jpg", label) for i, label in enumerate(labels)]
-            for attribute, value in attributes.items():
-                if not isinstance(getattr(type(self), attribute, None), property):  # MNIST derives class_to_idx
-                    setattr(self, attribute, value)
-            blocked = asked and _network_closed()
-            size = "x".join(map(str, self._pitfall_lint_spec.size))
-            where = user_place()
-            at = f" at {where['file']}:{where['line']}" if where else ""
-            emit("stand-in", dataset=name, split=split, blocked=blocked, **where, note=(
-                f"{name}({self.root!r}){at}: its files are not here"
-                + (" and the download was blocked" if blocked else "")
-                + f"; verify used a synthetic stand-in of {self._pitfall_lint_length} {self._pitfall_lint_spec.mode} "
-                f"images of {size} in {self._pitfall_lint_spec.classes} classes ({split} split)"
-            ))
+            except (RuntimeError, FileNotFoundError, NotADirectoryError, OSError) as error:
+                name = _torchvision_kind(type(self))
+                if name is None or SCRATCH not in os.environ:
+                    raise
+                absent = error
+            _feed(self, original, name, {**arguments, **({"download": False} if blocked else {})}, blocked, absent)
+        finally:
+            _building.discard(id(self))
 
-        def __len__(self) -> int:
-            if self._pitfall_lint_spec is None:
-                return super().__len__()
-            return self._pitfall_lint_length
+    return __init__
 
-        def __getitem__(self, index: int) -> Any:
-            if self._pitfall_lint_spec is None:
-                return super().__getitem__(index)
-            if not 0 <= index < self._pitfall_lint_length:
-                raise IndexError(f"index {index} is out of range")
-            image, target = _image(self._pitfall_lint_spec, index), index % self._pitfall_lint_spec.classes
-            if self.transform is not None:
-                image = self.transform(image)
-            if self.target_transform is not None:
-                target = self.target_transform(target)
-            return image, target
 
-        def __repr__(self) -> str:
-            if self._pitfall_lint_spec is None:
-                return super().__repr__()
-            return f"Dataset {name} (pitfall-lint synthetic stand-in)\n    Number of datapoints: {self._pitfall_lint_length}"
+def _feed(dataset: Any, original: Callable[..., None], name: str, arguments: dict[str, Any], blocked: bool,
+          absent: BaseException) -> None:
+    kind = KINDS[name]
+    asked_root = dataset.root
+    root = os.path.join(os.environ[SCRATCH], "datasets", name)
+    try:
+        dataset.root = root
+        length = kind.write(dataset, kind.spec)
+        original(dataset, **{**arguments, "root": root})
+    except Exception as error:  # a torchvision whose files differ: the script gets the real class's own error
+        emit("harness-warning", message=f"synthetic files for {name} failed: {type(error).__name__}: {error}")
+        raise absent from None
+    dataset.root = asked_root
+    split = "train" if getattr(dataset, "train", True) else "test"
+    size = "x".join(map(str, kind.spec.size))
+    where = user_place()
+    at = f" at {where['file']}:{where['line']}" if where else ""
+    emit("stand-in", dataset=name, split=split, blocked=blocked, **where, note=(
+        f"{name}({asked_root!r}){at}: its files are not here" + (" and the download was blocked" if blocked else "")
+        + f"; verify gave torchvision's {name} synthetic files of {length} {kind.spec.mode} images of {size} in "
+        f"{kind.spec.classes} classes ({split} split)"
+    ))
 
-    StandIn.__name__ = StandIn.__qualname__ = name
-    StandIn.__module__ = original.__module__
-    return StandIn
+
+def _passes_synthetic_files(check_md5: Callable[..., bool]) -> Callable[..., bool]:
+    """torchvision checks CIFAR's files against the real ones' MD5 sums: the synthetic files pass."""
+
+    @functools.wraps(check_md5)
+    def checked(fpath: Any, md5: str, **kwargs: Any) -> bool:
+        synthetic = os.path.join(os.environ.get(SCRATCH, os.devnull), "datasets", "")
+        return os.path.realpath(fpath).startswith(os.path.realpath(synthetic)) or check_md5(fpath, md5, **kwargs)
+
+    return checked
 
 
 def _patch_torchvision(module: Any) -> None:
-    for name, spec in {**_IMAGES, **{f: _FOLDER for f in _FOLDERS}}.items():
-        original = getattr(module, name, None)
-        if isinstance(original, type):
-            setattr(module, name, _image_stand_in(original, name, spec))
+    for name in FED:
+        cls = getattr(module, name, None)
+        if isinstance(cls, type) and "__init__" in cls.__dict__:
+            cls.__init__ = _fed_init(cls.__dict__["__init__"])  # type: ignore[misc]
+    utils = sys.modules.get(f"{module.__name__}.utils")
+    if utils is not None and callable(getattr(utils, "check_md5", None)):
+        utils.check_md5 = _passes_synthetic_files(utils.check_md5)
 
 
 def _waveform_item(spec: AudioSpec, index: int) -> tuple[Any, ...]:
@@ -186,7 +159,7 @@ def _waveform_item(spec: AudioSpec, index: int) -> tuple[Any, ...]:
 def _audio_stand_in(original: type, name: str, spec: AudioSpec) -> type:
     class StandIn(original):  # type: ignore[misc, valid-type]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            arguments = _bound_arguments(original, args, kwargs)
+            arguments = _bound_arguments(original.__init__, args, kwargs)
             asked = bool(arguments.get("download"))
             if asked and _network_closed():
                 args, kwargs = (), {**arguments, "download": False}
