@@ -754,6 +754,15 @@ def _patch_streams(torch_module: Any) -> None:
     functions._get_stream = lambda device: _Stream(device)
 
 
+def _patch_cudnn(torch_module: Any) -> None:
+    """cuDNN is there, as on a GPU node, but never for a virtual tensor: its kernels are the CPU's. A CUDA build of
+    torch would otherwise send an RNN's weights to `_cudnn_rnn_flatten_weight`, which has no CPU kernel."""
+    cudnn = torch_module.backends.cudnn
+    original = cudnn.is_acceptable
+    cudnn.is_available = lambda: True
+    cudnn.is_acceptable = lambda tensor: not isinstance(tensor, VirtualTensor) and original(tensor)
+
+
 def install(torch_module: Any, devices: int) -> None:
     """From now on this process sees `devices` CUDA devices that compute on the CPU."""
     _count["devices"] = devices
@@ -765,7 +774,7 @@ def install(torch_module: Any, devices: int) -> None:
     _patch_streams(torch_module)
     _patch_entry_points(torch_module)
     torch_module.device = _Device
-    torch_module.backends.cudnn.is_available = lambda: True
+    _patch_cudnn(torch_module)
     torch_module.Tensor.pin_memory = lambda self, *a, **k: self  # host memory is host memory here
 
 

@@ -1,0 +1,44 @@
+"""verify's emulation on scripts shaped like real ones (tests/verify_cases/realistic), on both torch builds: the CPU
+build and the CUDA build `pip install torch` gives, run on a machine without a GPU (issue 25, points 4 and 6)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from test_verify import verdicts
+from test_verify_realistic import project, run_verify, snapshot
+
+pytest.importorskip("torch", reason="verify needs torch (the [verify] extra); CI installs torch==2.13.0")
+
+VIRTUAL_DEVICES = ("the run saw 2 virtual CUDA devices: CUDA tensors computed on the CPU, each kept its device, and "
+                   "torch's cross-device checks applied")
+DATA_PARALLEL = "script: the script, with nn.DataParallel 2-way; 2 virtual CUDA devices on the CPU (no real GPU visible)"
+
+
+# --- an LSTM tagger under nn.DataParallel: cuDNN's RNN paths on a CUDA build of torch -------------------------------
+
+
+def test_an_lstm_moved_to_a_virtual_device_confirms_the_unpadded_gather(tmp_path: Path) -> None:
+    """A CUDA build has cuDNN, so `Tagger().to(device)` asked it to flatten the LSTM's weights: a kernel with no CPU
+    implementation, reported as the script's failure at that line."""
+    folder = project(tmp_path, "tagger_dp")
+    before = snapshot(folder)
+    returncode, report, stderr = run_verify(folder / "train.py", cwd=folder)
+    assert (returncode, report["mode"], report["stop"], report["unexplained"]) == (1, DATA_PARALLEL, None, []), stderr
+    assert verdicts(report) == {("PFL102", 23, "confirmed")}
+    evidence = report["findings"][0]["evidence"]
+    assert evidence["message"] == "Gather got an input of invalid size: got [4, 9, 12], but expected [4, 12, 12]"
+    assert evidence["user_frame"]["line"] == 43
+    assert report["notes"] == [VIRTUAL_DEVICES]
+    assert snapshot(folder) == before
+
+
+def test_the_lstm_tagger_fixed_twin_runs_clean(tmp_path: Path) -> None:
+    folder = project(tmp_path, "tagger_dp")
+    returncode, report, stderr = run_verify(folder / "train_fixed.py", cwd=folder)
+    assert (returncode, report["mode"], report["outcome"]) == (
+        0, DATA_PARALLEL, "finished without a failure; no process left behind"), stderr
+    assert (report["findings"], report["unexplained"], report["stop"]) == ([], [], None)
+    assert report["notes"] == [VIRTUAL_DEVICES, "1 finding in other files of the project was not reached by this run"]
