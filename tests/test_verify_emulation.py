@@ -42,3 +42,30 @@ def test_the_lstm_tagger_fixed_twin_runs_clean(tmp_path: Path) -> None:
         0, DATA_PARALLEL, "finished without a failure; no process left behind"), stderr
     assert (report["findings"], report["unexplained"], report["stop"]) == ([], [], None)
     assert report["notes"] == [VIRTUAL_DEVICES, "1 finding in other files of the project was not reached by this run"]
+
+
+# --- a data prefetcher that copies on a side stream and calls record_stream -----------------------------------------
+
+NCCL_ON_GLOO = ("the script asked for nccl; it got gloo (no GPUs for it), which is stricter in places: gloo refuses an "
+                "all_gather of tensors of unequal sizes that NCCL takes (an error here may be a later hang on GPUs), and "
+                "a hang ends in gloo's recv timeout rather than NCCL's watchdog")
+TWO_RANKS = "distributed: 2 ranks under torch.distributed.run; 2 virtual CUDA devices on the CPU (no real GPU visible)"
+
+
+def test_record_stream_on_a_virtual_device_lets_training_reach_the_checkpoint(tmp_path: Path) -> None:
+    """torch's argument parser refused the virtual stream ("unknown parameter type") before any override saw it."""
+    folder = project(tmp_path, "prefetcher")
+    returncode, report, stderr = run_verify(folder / "train.py", cwd=folder)
+    assert (returncode, report["mode"], report["outcome"], report["stop"], report["unexplained"]) == (
+        1, TWO_RANKS, "finished without a failure; no process left behind", None, []), stderr
+    assert verdicts(report) == {("PFL203", 66, "confirmed")}
+    assert report["findings"][0]["evidence"]["mechanism"] == (
+        "every key of the saved state_dict starts with `module.` (e.g. `module.0.weight`)")
+    assert report["notes"] == [VIRTUAL_DEVICES, NCCL_ON_GLOO]
+
+
+def test_the_prefetcher_fixed_twin_runs_clean(tmp_path: Path) -> None:
+    folder = project(tmp_path, "prefetcher")
+    returncode, report, stderr = run_verify(folder / "train_fixed.py", cwd=folder)
+    assert (returncode, report["outcome"], report["findings"], report["unexplained"], report["stop"]) == (
+        0, "finished without a failure; no process left behind", [], [], None), stderr

@@ -389,9 +389,18 @@ _TENSOR_METHODS: dict[Any, Callable[..., Any]] = {
     torch.Tensor.untyped_storage: lambda t: t._inner.untyped_storage(),
     torch.Tensor.pin_memory: lambda t, *a, **k: t,
     torch.Tensor.is_pinned: lambda t, *a, **k: False,
-    torch.Tensor.record_stream: lambda t, stream: None,
     torch.Tensor.share_memory_: lambda t: t,
 }
+_TENSOR_RECORD_STREAM = torch.Tensor.record_stream
+
+
+def _record_stream(tensor: torch.Tensor, stream: Any) -> None:
+    """Nothing to record where streams order nothing; torch's argument parser would refuse a virtual stream before any
+    override could see it ("unknown parameter type"), so the method itself is replaced."""
+    if type(tensor) is not VirtualTensor and not isinstance(stream, _Stream):
+        _TENSOR_RECORD_STREAM(tensor, stream)
+
+
 _NEW = ("new_empty", "new_zeros", "new_ones", "new_full", "new_tensor", "new_empty_strided")
 
 
@@ -473,7 +482,7 @@ def _patch_entry_points(torch_module: Any) -> None:
             setattr(torch_module, name, _factory(getattr(torch_module, name)))
     torch_module.as_tensor = _as_tensor
     tensor = torch_module.Tensor
-    tensor.to, tensor.cuda = _tensor_to, _cuda
+    tensor.to, tensor.cuda, tensor.record_stream = _tensor_to, _cuda, _record_stream
     for name in _NEW:
         setattr(tensor, name, _with_device(getattr(tensor, name)))
 
