@@ -69,3 +69,25 @@ def test_the_prefetcher_fixed_twin_runs_clean(tmp_path: Path) -> None:
     returncode, report, stderr = run_verify(folder / "train_fixed.py", cwd=folder)
     assert (returncode, report["outcome"], report["findings"], report["unexplained"], report["stop"]) == (
         0, "finished without a failure; no process left behind", [], [], None), stderr
+
+
+# --- mp.spawn DDP: rank 0 keeps only its newest checkpoint ----------------------------------------------------------
+
+
+def test_a_redirected_checkpoint_the_script_removes_is_removed_in_the_scratch_folder(tmp_path: Path) -> None:
+    """torch.save wrote epoch_0.pt into the scratch folder, so the script's `os.remove` of it failed: reported as a
+    missing data file of the script's, with advice to pass its location."""
+    folder = project(tmp_path, "spawn_checkpoints")
+    before = snapshot(folder)
+    returncode, report, stderr = run_verify(folder / "train.py", cwd=folder)
+    assert (returncode, report["outcome"], report["stop"], report["unexplained"]) == (
+        1, "finished without a failure; no process left behind", None, []), stderr
+    assert verdicts(report) == {("PFL203", 40, "confirmed")}
+    assert (report["written"], snapshot(folder)) == ([], before)
+
+
+def test_the_checkpoint_keeping_fixed_twin_runs_clean(tmp_path: Path) -> None:
+    folder = project(tmp_path, "spawn_checkpoints")
+    returncode, report, stderr = run_verify(folder / "train_fixed.py", cwd=folder)
+    assert (returncode, report["outcome"], report["findings"], report["unexplained"], report["stop"]) == (
+        0, "finished without a failure; no process left behind", [], [], None), stderr
