@@ -86,6 +86,16 @@ def test_a_redirected_checkpoint_the_script_removes_is_removed_in_the_scratch_fo
     assert (report["written"], snapshot(folder)) == ([], before)
 
 
+def test_the_header_of_an_mp_spawn_script_says_the_script_starts_the_processes(tmp_path: Path) -> None:
+    """It said "with nn.DataParallel 2-way", which is not what runs: the script's own spawned processes are the ranks."""
+    folder = project(tmp_path, "spawn_checkpoints")
+    returncode, report, stderr = run_verify(folder / "train_fixed.py", cwd=folder)
+    assert (returncode, report["mode"]) == (0, "script: the script and the processes it starts "
+                                               "(torch.multiprocessing.spawn); 2 virtual CUDA devices on the CPU (no real "
+                                               "GPU visible)"), stderr
+    assert report["why"] == "it has an entry point, so it runs as `python FILE` would"
+
+
 def test_the_checkpoint_keeping_fixed_twin_runs_clean(tmp_path: Path) -> None:
     folder = project(tmp_path, "spawn_checkpoints")
     returncode, report, stderr = run_verify(folder / "train_fixed.py", cwd=folder)

@@ -145,8 +145,11 @@ def _command(plan: Plan, script: str, options: VerifyOptions, port: int, probed:
             launch.agent("torch.distributed.run", 1, options.nproc), f"{options.nproc} ranks under torch.distributed.run",
             options.nproc,
         )
-    return Command([python, "-m", "pitfall_lint.harness.child.run_script", script, *options.script_args],
-                   f"the script, with nn.DataParallel {options.nproc}-way", options.nproc)
+    # A script that starts its own processes runs them as they are: no DataParallel is what runs there.
+    what = (f"the script and the processes it starts ({plan.starts})" if plan.starts
+            else f"the script, with nn.DataParallel {options.nproc}-way")
+    return Command([python, "-m", "pitfall_lint.harness.child.run_script", script, *options.script_args], what,
+                   options.nproc)
 
 
 def _environment(scratch: Path, script: str, root: str, device: str, devices: int, options: VerifyOptions, port: int,
