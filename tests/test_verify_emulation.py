@@ -3,10 +3,12 @@ build and the CUDA build `pip install torch` gives, run on a machine without a G
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+from pitfall_lint.harness.runner import run_guarded
 from test_verify import verdicts
 from test_verify_realistic import project, run_verify, snapshot
 
@@ -101,3 +103,29 @@ def test_the_checkpoint_keeping_fixed_twin_runs_clean(tmp_path: Path) -> None:
     returncode, report, stderr = run_verify(folder / "train_fixed.py", cwd=folder)
     assert (returncode, report["outcome"], report["findings"], report["unexplained"], report["stop"]) == (
         0, "finished without a failure; no process left behind", [], [], None), stderr
+
+
+# --- pytorch-cifar's shape: utils.py reads the terminal's width with `stty size` at import ------------------------
+
+
+def test_the_run_has_a_terminal_of_verifys_size_where_reads_end_at_once(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A script started from a shell has a terminal on its standard input; /dev/null was none, so `stty size`
+    failed. Nobody types there: `cat` ends at once, as it did on /dev/null."""
+    monkeypatch.setenv("COLUMNS", "132")  # verify's own terminal, as shutil.get_terminal_size reads it
+    monkeypatch.setenv("LINES", "50")
+    outcome = run_guarded(["sh", "-c", "stty size; cat; echo read"], timeout=20, cwd=str(tmp_path), env=dict(os.environ))
+    assert (outcome.returncode, outcome.output, outcome.timed_out) == (0, "50 132\nread\n", False)
+
+
+def test_a_progress_bar_sized_by_stty_lets_the_run_reach_the_checkpoint(tmp_path: Path) -> None:
+    """`_, term_width = os.popen("stty size").read().split()` at import failed with "not enough values to unpack"."""
+    folder = project(tmp_path, "cifar_progress")
+    before = snapshot(folder)
+    returncode, report, stderr = run_verify(folder / "main.py", "--", "--epochs", "2", cwd=folder)
+    assert (returncode, report["mode"], report["outcome"], report["stop"], report["unexplained"]) == (
+        1, DATA_PARALLEL, "finished without a failure; no process left behind", None, []), stderr
+    assert verdicts(report) == {("PFL203", 86, "confirmed")}
+    assert report["findings"][0]["evidence"]["mechanism"] == (
+        "every key of the saved state_dict starts with `module.` (e.g. `module.features.0.weight`)")
+    assert snapshot(folder) == before
