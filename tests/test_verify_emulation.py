@@ -129,3 +129,20 @@ def test_a_progress_bar_sized_by_stty_lets_the_run_reach_the_checkpoint(tmp_path
     assert report["findings"][0]["evidence"]["mechanism"] == (
         "every key of the saved state_dict starts with `module.` (e.g. `module.features.0.weight`)")
     assert snapshot(folder) == before
+
+
+# --- verify's own process-group timeout (PFL207's probe) ends a wait for a rank that is only slow -------------------
+
+
+def test_verifys_own_collective_timeout_is_reported_as_verifys_with_the_next_step(tmp_path: Path) -> None:
+    """Rank 0 reports its metrics for 8 s while rank 1 waits at the barrier: the 5 s timeout verify set for PFL207's
+    probe ended the wait, which was reported as the script's "unexplained failure" with gloo's message."""
+    folder = project(tmp_path, "slow_rank_zero")
+    returncode, report, stderr = run_verify(folder / "train.py", cwd=folder)
+    stop = ("verify's own 5 s process-group timeout (set to end a PFL207 hang in seconds) ended rank 1's wait at "
+            "train.py:55 in `dist.barrier()`: another rank took longer to get there, which is slow work, not necessarily "
+            "a hang (not a failure of the code); to run it without that timeout, leave PFL207 out: --ignore PFL207")
+    assert (returncode, report["stop"], report["unexplained"]) == (2, stop, []), stderr
+    assert verdicts(report) == {("PFL207", 57, "not-run")}
+    assert report["findings"][0]["evidence"]["mechanism"] == f"line 57 never ran: {stop}"
+    assert stderr.strip().splitlines()[-1] == f"error: {folder / 'train.py'}: not run to its end: {stop}"
