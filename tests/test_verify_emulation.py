@@ -77,14 +77,15 @@ def test_the_prefetcher_fixed_twin_runs_clean(tmp_path: Path) -> None:
 
 
 def test_a_redirected_checkpoint_the_script_removes_is_removed_in_the_scratch_folder(tmp_path: Path) -> None:
-    """torch.save wrote epoch_0.pt into the scratch folder, so the script's `os.remove` of it failed: reported as a
-    missing data file of the script's, with advice to pass its location."""
+    """torch.save wrote epoch_0.pt into the scratch folder, so the script's `os.remove` of it (and its
+    `shutil.copyfile` to best.pt) failed: reported as a missing data file of the script's, with advice to pass its
+    location."""
     folder = project(tmp_path, "spawn_checkpoints")
     before = snapshot(folder)
     returncode, report, stderr = run_verify(folder / "train.py", cwd=folder)
     assert (returncode, report["outcome"], report["stop"], report["unexplained"]) == (
         1, "finished without a failure; no process left behind", None, []), stderr
-    assert verdicts(report) == {("PFL203", 40, "confirmed")}
+    assert verdicts(report) == {("PFL203", 41, "confirmed")}
     assert (report["written"], snapshot(folder)) == ([], before)
 
 

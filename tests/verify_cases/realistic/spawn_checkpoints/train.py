@@ -1,10 +1,11 @@
 """A one-file DDP tutorial: mp.spawn starts one process per GPU, and rank 0 keeps only the newest checkpoint,
-removing the one before it.
+removing the one before it, and copies the best one aside.
 
     python train.py
 """
 
 import os
+import shutil
 
 import torch
 import torch.distributed as dist
@@ -27,7 +28,7 @@ def train(rank: int, world_size: int, epochs: int) -> None:
     model = DDP(nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 4)).to(rank), device_ids=[rank])
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     os.makedirs("checkpoints", exist_ok=True)
-    previous = None
+    previous, best = None, float("inf")
     for epoch in range(epochs):
         sampler.set_epoch(epoch)
         for features, labels in loader:
@@ -41,6 +42,9 @@ def train(rank: int, world_size: int, epochs: int) -> None:
             if previous is not None:
                 os.remove(previous)
             previous = path
+            if loss.item() < best:
+                best = loss.item()
+                shutil.copyfile(path, os.path.join("checkpoints", "best.pt"))
             print(f"epoch {epoch}: loss {loss.item():.3f}, saved {path}")
     dist.destroy_process_group()
 

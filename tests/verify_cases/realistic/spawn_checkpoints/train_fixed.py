@@ -4,6 +4,7 @@
 """
 
 import os
+import shutil
 
 import torch
 import torch.distributed as dist
@@ -26,7 +27,7 @@ def train(rank: int, world_size: int, epochs: int) -> None:
     model = DDP(nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 4)).to(rank), device_ids=[rank])
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     os.makedirs("checkpoints", exist_ok=True)
-    previous = None
+    previous, best = None, float("inf")
     for epoch in range(epochs):
         sampler.set_epoch(epoch)
         for features, labels in loader:
@@ -40,6 +41,9 @@ def train(rank: int, world_size: int, epochs: int) -> None:
             if previous is not None:
                 os.remove(previous)
             previous = path
+            if loss.item() < best:
+                best = loss.item()
+                shutil.copyfile(path, os.path.join("checkpoints", "best.pt"))
             print(f"epoch {epoch}: loss {loss.item():.3f}, saved {path}")
     dist.destroy_process_group()
 
