@@ -148,7 +148,10 @@ class VirtualTensor(torch.Tensor):
         if method is not None:
             return method(*args, **kwargs)
         with torch._C.DisableTorchFunctionSubclass():
-            return func(*args, **kwargs)
+            result = func(*args, **kwargs)
+        if func in _ALLOCATED_ON_THE_CPU:
+            return _on_the_inputs_device(result, _ALLOCATED_ON_THE_CPU[func], args)
+        return result
 
     @classmethod
     def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -180,6 +183,21 @@ def _common_device(func: Any, args: Any, kwargs: Any) -> _RealDevice | None:
                     f"{value._virtual}!"
                 )
     return found
+
+
+# Composite operations that make their result in C++ from the options of the wrapper, whose device is the CPU, and
+# copy the inputs into it: the result belongs on the inputs' device, as on real devices (function -> the index of
+# that result in a returned tuple, None when the result is the tensor itself).
+_ALLOCATED_ON_THE_CPU: dict[Any, int | None] = {torch._VF._pad_packed_sequence: 0, torch._C._nn.pad_sequence: None}
+
+
+def _on_the_inputs_device(result: Any, index: int | None, args: Any) -> Any:
+    device = next((v._virtual for v in tree_flatten(args)[0] if isinstance(v, VirtualTensor)), None)
+    made = result if index is None else result[index]
+    if device is None or type(made) is not torch.Tensor:
+        return result
+    placed = _to_target(made, device)
+    return placed if index is None else type(result)((*result[:index], placed, *result[index + 1:]))
 
 
 # Outputs that stay on the CPU on real devices too: (operation, output index).
