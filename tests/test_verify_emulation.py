@@ -119,6 +119,16 @@ def test_the_run_has_a_terminal_of_verifys_size_where_reads_end_at_once(tmp_path
     assert (outcome.returncode, outcome.output, outcome.timed_out) == (0, "50 132\nread\n", False)
 
 
+def test_without_pseudo_terminals_the_run_reads_from_dev_null(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_terminals() -> tuple[int, int]:
+        raise OSError(2, "No such file or directory", "/dev/ptmx")
+
+    monkeypatch.setattr("pty.openpty", no_terminals)
+    outcome = run_guarded(["sh", "-c", "test -t 0 || echo none; cat; echo read"], timeout=20, cwd=str(tmp_path),
+                          env=dict(os.environ))
+    assert (outcome.returncode, outcome.output) == (0, "none\nread\n")
+
+
 def test_a_progress_bar_sized_by_stty_lets_the_run_reach_the_checkpoint(tmp_path: Path) -> None:
     """`_, term_width = os.popen("stty size").read().split()` at import failed with "not enough values to unpack"."""
     folder = project(tmp_path, "cifar_progress")

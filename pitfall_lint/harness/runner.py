@@ -102,8 +102,12 @@ def _clean_up_descendants() -> None:
 def _terminal() -> Iterator[int]:
     """A pseudo-terminal the size of verify's own (80x24 without one), for the child's standard input: a script
     started from a shell has one, and `stty size` or a progress bar asks it for its width. Nobody types there: a read
-    ends at once, as it did from /dev/null."""
-    master, slave = pty.openpty()
+    ends at once, as it did from /dev/null. Without pseudo-terminals (no /dev/pts), /dev/null it is."""
+    try:
+        master, slave = pty.openpty()
+    except OSError:
+        yield subprocess.DEVNULL
+        return
     try:
         columns, lines = shutil.get_terminal_size()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", lines, columns, 0, 0))
