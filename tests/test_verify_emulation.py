@@ -118,12 +118,10 @@ def test_the_run_has_a_terminal_of_verifys_size_where_reads_end_at_once(tmp_path
     outcome = run_guarded(["sh", "-c", "stty size; cat; echo read"], timeout=20, cwd=str(tmp_path), env=dict(os.environ))
     assert (outcome.returncode, outcome.output, outcome.timed_out) == (0, "50 132\nread\n", False)
 
-
-def test_without_pseudo_terminals_the_run_reads_from_dev_null(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def no_terminals() -> tuple[int, int]:
         raise OSError(2, "No such file or directory", "/dev/ptmx")
 
-    monkeypatch.setattr("pty.openpty", no_terminals)
+    monkeypatch.setattr("pty.openpty", no_terminals)  # no /dev/pts: /dev/null, as before
     outcome = run_guarded(["sh", "-c", "test -t 0 || echo none; cat; echo read"], timeout=20, cwd=str(tmp_path),
                           env=dict(os.environ))
     assert (outcome.returncode, outcome.output) == (0, "none\nread\n")
