@@ -41,6 +41,14 @@ def test_the_set_up_commands_are_what_ci_runs() -> None:
     assert test_command in ci_commands
 
 
+def test_ci_runs_the_verify_tests_again_on_the_cuda_build_with_torchvision() -> None:
+    """`pip install torch` gives a CUDA build on Linux, which verify's virtual devices meet on machines without a GPU."""
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    cuda = ci[ci.index("python3 -m venv .ci-venv-cuda"):]
+    assert "pip install --quiet torch==2.14.1 torchvision==0.29.1 && pip install --quiet -e \".[test,verify]\"" in cuda
+    assert cuda[-1] == "python -m pytest -q tests/test_verify*.py tests/test_virtual_cuda.py"
+
+
 def test_the_sample_output_is_what_the_check_of_the_fixtures_prints(monkeypatch) -> None:
     (sample,) = (block.splitlines() for block in _code_blocks("## Usage", "") if block.startswith("$ pitfall-lint check fixtures/\n"))
     head, tail = sample[1 : sample.index("...")], sample[sample.index("...") + 1 :]

@@ -114,3 +114,32 @@ def test_virtual_devices_answer_as_a_node_of_two_gpus() -> None:
         "load": {"none": ["cuda:0"], "cpu": ["cpu"], "cuda:1": ["cuda:1"], "dict": ["cuda:1"],
                  "lambda .cuda(1)": ["cuda:1"], "lambda storage": ["cpu"]},
     }
+
+
+_RECURRENT = textwrap.dedent('''
+    import json, warnings, torch, torch.nn as nn
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+    from pitfall_lint.harness.child import virtual_cuda
+    virtual_cuda.install(torch, 2)
+    seen = {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        lstm, gru = nn.LSTM(4, 6, batch_first=True, bidirectional=True).cuda(1), nn.GRU(4, 6, num_layers=2).to("cuda")
+        packed = pack_padded_sequence(torch.randn(2, 3, 4).cuda(1), torch.tensor([3, 2]), batch_first=True)
+        output, _ = pad_packed_sequence(lstm(packed)[0], batch_first=True)
+        output.sum().backward()
+        seen["lstm"] = [str(output.device), list(output.shape), str(lstm.weight_ih_l0.grad.device)]
+        seen["gru"] = str(gru(torch.randn(3, 2, 4).cuda())[0].device)
+        seen["record_stream"] = output.record_stream(torch.cuda.current_stream())
+    seen["warnings"] = [str(w.message) for w in caught]
+    print(json.dumps(seen))
+''')
+
+
+def test_recurrent_layers_and_record_stream_run_on_virtual_devices_of_either_torch_build() -> None:
+    """A CUDA build has cuDNN: an RNN moved to a virtual device asked it to flatten its weights (no CPU kernel), and
+    the CPU build warned that it was compiled without cuDNN; torch's parser refused a virtual stream."""
+    completed = subprocess.run([sys.executable, "-c", _RECURRENT], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr
+    assert json.loads(completed.stdout.strip().splitlines()[-1]) == {
+        "lstm": ["cuda:1", [2, 3, 12], "cuda:1"], "gru": "cuda:0", "record_stream": None, "warnings": []}

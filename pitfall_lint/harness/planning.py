@@ -37,6 +37,7 @@ class Plan:
     example: str | None = None
     local_rank_option: str | None = None  # the option each rank gets its local rank through, as launch passes it
     model: dict[str, object] | None = None  # for a model file: the constructor call found in the project
+    starts: str | None = None  # for a script that starts processes itself: the call that starts them
 
 
 def _is_setup_call(statement: ast.stmt) -> bool:
@@ -120,8 +121,9 @@ def plan_run(path: str, data: bytes, tree: ast.Module, example: str | None) -> P
         if sets_up_distributed(ctx) and workers and not spawners:
             started = workers[0].rpartition(".")[2]
             return Plan("script", f"it starts its own worker processes ({started}), so it runs once as `python FILE` "
-                        "and its workers are the ranks")
-        return Plan("script", "it has an entry point, so it runs as `python FILE` would")
+                        "and its workers are the ranks", starts=started)
+        return Plan("script", "it has an entry point, so it runs as `python FILE` would",
+                    starts=spawners[0] if spawners else None)
     if DEFAULT_EXAMPLE in functions:
         return Plan("example", f"{DEFAULT_EXAMPLE}() builds the model and its inputs", DEFAULT_EXAMPLE)
     classes = _module_classes(ctx)

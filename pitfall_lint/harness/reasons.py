@@ -35,6 +35,9 @@ _NETWORK = re.compile(
     r"|urlopen error|Max retries exceeded|offline mode is enabled|HF_HUB_OFFLINE|Failed to establish a new connection"
     r"|ConnectionError|getaddrinfo failed"
 )
+# A collective's wait ended by the process-group timeout, and the peers' errors that follow it.
+_COLLECTIVE_WAIT_ENDED = re.compile(r"Timed out waiting|Watchdog caught collective operation timeout|Connection closed by "
+                                    r"peer|Connection reset by peer")
 _FILE_CHECK = re.compile(r"\b(exists|isfile|isdir)\(")
 _GPU_ONLY = frozenset({"apex", "flash_attn", "xformers", "triton", "bitsandbytes", "deepspeed", "nvidia", "pynvml", "cupy"})
 
@@ -85,6 +88,28 @@ def final_statement(tree: ast.Module) -> range:
     return range(0)
 
 
+def ended_by_verifys_collective_timeout(run: RunRecord) -> set[int]:
+    """The errors (indices in run.errors) of the collective waits that verify's own short process-group timeout ended:
+    it sets one for PFL207's probe, so that a hang ends in seconds, and a rank merely slower than that (an evaluation
+    on rank 0 while the others wait at a barrier) is stopped by it too. Empty when verify set none."""
+    if not run.of("collective-timeout"):
+        return set()
+    ended = {i for i, e in enumerate(run.errors) if _COLLECTIVE_WAIT_ENDED.search(e.get("message") or "")}
+    timed_out = any("imed out" in (run.errors[i].get("message") or "") for i in ended)
+    return ended if timed_out else set()
+
+
+def _collective_timeout(run: RunRecord, error: dict[str, Any]) -> Stop:
+    seconds = next(e["seconds"] for e in run.of("collective-timeout"))
+    frame = error.get("user_frame") or {}
+    waiter = f"rank {error['rank']}'s" if error.get("rank") is not None else "a"
+    code = f" in `{frame['code'].strip()}`" if frame.get("code") else ""
+    return Stop(f"verify's own {seconds:g} s process-group timeout (set to end a PFL207 hang in seconds) ended {waiter} "
+                f"wait{_where(frame)}{code}: another rank took longer to get there, which is slow work, not "
+                "necessarily a hang (not a failure of the code)",
+                "to run it without that timeout, leave PFL207 out: --ignore PFL207")
+
+
 def stop_point(run: RunRecord, script_path: str, project_root: str, network_closed: bool = True,
                timeout: float = 0.0, final: range = range(0)) -> Stop | None:
     """Why the run ended before its end, or None when every process ran to its end."""
@@ -94,6 +119,10 @@ def stop_point(run: RunRecord, script_path: str, project_root: str, network_clos
     if refused:
         return _refused_arguments(refused[0], run, script_path, project_root)
     error = first_cause(run)
+    ended = ended_by_verifys_collective_timeout(run)
+    if error is not None and run.errors.index(error) in ended:
+        waited = min(i for i in ended if "imed out" in (run.errors[i].get("message") or ""))  # the wait that timed out
+        return replace(_collective_timeout(run, run.errors[waited]), error=waited)
     if error is not None:
         stop = _killed(error, run) or _crash(error, project_root, network_closed, script_path)
         return replace(stop, error=run.errors.index(error))

@@ -8,18 +8,25 @@ group (setsid, double fork). Passing runs get the hard timeout too: a gloo teard
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import fcntl
 import os
+import pty
+import shutil
 import signal
+import struct
 import subprocess
 import tempfile
+import termios
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 _PR_SET_CHILD_SUBREAPER = 36
 _GRACE_SECONDS = 3.0
 _POLL_SECONDS = 0.25
+_END_OF_INPUT = b"\x04" * 64  # Ctrl-D: each read of the terminal ends at once, as a read of /dev/null did
 
 
 @dataclass(frozen=True)
@@ -91,6 +98,26 @@ def _clean_up_descendants() -> None:
         time.sleep(0.1)
 
 
+@contextlib.contextmanager
+def _terminal() -> Iterator[int]:
+    """A pseudo-terminal the size of verify's own (80x24 without one), for the child's standard input: a script
+    started from a shell has one, and `stty size` or a progress bar asks it for its width. Nobody types there: a read
+    ends at once, as it did from /dev/null. Without pseudo-terminals (no /dev/pts), /dev/null it is."""
+    try:
+        master, slave = pty.openpty()
+    except OSError:
+        yield subprocess.DEVNULL
+        return
+    try:
+        columns, lines = shutil.get_terminal_size()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", lines, columns, 0, 0))
+        os.write(master, _END_OF_INPUT)
+        yield slave
+    finally:
+        os.close(slave)
+        os.close(master)
+
+
 def live_descendants() -> list[int]:
     """Processes still running below this one (zombies aside): empty after every run."""
     return [p for p in _descendants(os.getpid()) if not _is_zombie(p)]
@@ -108,10 +135,10 @@ def run_guarded(
     reason to stop it early."""
     _become_subreaper()
     started = time.monotonic()
-    with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as log:
+    with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as log, _terminal() as terminal:
         process = subprocess.Popen(
-            list(command), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=env, cwd=cwd, start_new_session=True,
+            list(command), stdout=log, stderr=subprocess.STDOUT, stdin=terminal, env=env, cwd=cwd,
+            start_new_session=True,
         )
         timed_out = interrupted = False
         stopped: str | None = None

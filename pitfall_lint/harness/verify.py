@@ -33,7 +33,14 @@ from pitfall_lint.harness.planning import (
 from pitfall_lint.harness.probes import all_probes
 from pitfall_lint.harness.probes.base import Command, Launch, last_line, same_file
 from pitfall_lint.harness.project import ProjectFindings, check_project, project_root
-from pitfall_lint.harness.reasons import ECHOES, Stop, final_statement, shown_path, stop_point
+from pitfall_lint.harness.reasons import (
+    ECHOES,
+    Stop,
+    ended_by_verifys_collective_timeout,
+    final_statement,
+    shown_path,
+    stop_point,
+)
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord, Status
 from pitfall_lint.harness.runner import RunOutcome, run_guarded
 from pitfall_lint.harness.sandbox import SEAL_UNAVAILABLE, UNSEALED_NO_NAMESPACES, Enclosure, remove_scratch
@@ -146,8 +153,11 @@ def _command(plan: Plan, script: str, options: VerifyOptions, port: int, probed:
             launch.agent("torch.distributed.run", 1, options.nproc), f"{options.nproc} ranks under torch.distributed.run",
             options.nproc,
         )
-    return Command([python, "-m", "pitfall_lint.harness.child.run_script", script, *options.script_args],
-                   f"the script, with nn.DataParallel {options.nproc}-way", options.nproc)
+    # A script that starts its own processes runs them as they are: no DataParallel is what runs there.
+    what = (f"the script and the processes it starts ({plan.starts})" if plan.starts
+            else f"the script, with nn.DataParallel {options.nproc}-way")
+    return Command([python, "-m", "pitfall_lint.harness.child.run_script", script, *options.script_args], what,
+                   options.nproc)
 
 
 def _environment(scratch: Path, script: str, root: str, device: str, devices: int, options: VerifyOptions, port: int,
@@ -380,7 +390,7 @@ def _conclude(report: VerifyReport, run: RunRecord, outcome: RunOutcome, enclosu
     if ended_by_finding:
         stop = None  # the run ended with the failure a finding explains: that is the verdict, not a short run
     report.stop = stop.sentence() if stop else None
-    report.unexplained = _unexplained(run, explained)
+    report.unexplained = _unexplained(run, explained | ended_by_verifys_collective_timeout(run))
     unprobed = [f for f in project.in_file(source.path) if f.code not in probes]
     if report.unexplained and unprobed:
         report.notes += [f"{_at(f)} has a {f.code} finding, which verify has no probe for: it may explain the failure"

@@ -102,6 +102,48 @@ def _patch_serialization(torch: Any, virtual: bool) -> None:
     torch.save, torch.load = save, load
 
 
+def _patch_saved_file_operations() -> None:
+    """Removing, renaming or copying a checkpoint the run saved acts on its redirected copy, as it would on the file:
+    a script that keeps only its newest checkpoint (`os.remove(previous)`) or saves atomically (`os.replace(tmp,
+    path)`) runs on, and the user's tree is still never touched. A path that exists there is left to the real call."""
+    import shutil
+
+    remove, unlink, rename, replace, copyfile = os.remove, os.unlink, os.rename, os.replace, shutil.copyfile
+
+    def saved(path: Any) -> str | None:
+        if not isinstance(path, (str, os.PathLike)) or os.path.lexists(path):
+            return None
+        return _latest_redirect(os.path.abspath(os.fspath(path)))
+
+    def removing(original: Any) -> Any:
+        def remove_saved(path: Any, *args: Any, **kwargs: Any) -> None:
+            copy = None if args or kwargs else saved(path)  # dir_fd= names a path relative to a folder: the real call
+            original(copy or path, *args, **kwargs)
+
+        return remove_saved
+
+    def moving(original: Any) -> Any:
+        def move_saved(source: Any, destination: Any, *args: Any, **kwargs: Any) -> None:
+            copy = None if args or kwargs else saved(source)
+            if copy is None:
+                original(source, destination, *args, **kwargs)
+            else:
+                original(copy, _redirected(os.path.abspath(os.fspath(destination)), current_rank()))
+
+        return move_saved
+
+    def copy_saved(source: Any, destination: Any, *args: Any, **kwargs: Any) -> Any:
+        copy = saved(source)
+        if copy is None:
+            return copyfile(source, destination, *args, **kwargs)
+        copyfile(copy, _redirected(os.path.abspath(os.fspath(destination)), current_rank()), *args, **kwargs)
+        return destination
+
+    os.remove, os.unlink = removing(remove), removing(unlink)
+    os.rename, os.replace = moving(rename), moving(replace)
+    shutil.copyfile = copy_saved
+
+
 def _module_prefixed_key(obj: Any) -> str | None:
     """A key like `module.weight` when obj is (or holds) a state_dict whose every key has the prefix."""
     from collections.abc import Mapping
@@ -225,6 +267,7 @@ def _patch_torch(torch: Any) -> None:
         virtual_cuda.install(torch, devices)
         emit("virtual-devices", count=devices)
     _patch_serialization(torch, virtual)
+    _patch_saved_file_operations()
     _patch_state_dict_loading(torch)
     loading.patch_data_loading(torch)
     _patch_process_group(torch, virtual)

@@ -148,7 +148,10 @@ class VirtualTensor(torch.Tensor):
         if method is not None:
             return method(*args, **kwargs)
         with torch._C.DisableTorchFunctionSubclass():
-            return func(*args, **kwargs)
+            result = func(*args, **kwargs)
+        if func in _ALLOCATED_ON_THE_CPU:
+            return _on_the_inputs_device(result, _ALLOCATED_ON_THE_CPU[func], args)
+        return result
 
     @classmethod
     def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -180,6 +183,21 @@ def _common_device(func: Any, args: Any, kwargs: Any) -> _RealDevice | None:
                     f"{value._virtual}!"
                 )
     return found
+
+
+# Composite operations that make their result in C++ from the options of the wrapper, whose device is the CPU, and
+# copy the inputs into it: the result belongs on the inputs' device, as on real devices (function -> the index of
+# that result in a returned tuple, None when the result is the tensor itself).
+_ALLOCATED_ON_THE_CPU: dict[Any, int | None] = {torch._VF._pad_packed_sequence: 0, torch._C._nn.pad_sequence: None}
+
+
+def _on_the_inputs_device(result: Any, index: int | None, args: Any) -> Any:
+    device = next((v._virtual for v in tree_flatten(args)[0] if isinstance(v, VirtualTensor)), None)
+    made = result if index is None else result[index]
+    if device is None or type(made) is not torch.Tensor:
+        return result
+    placed = _to_target(made, device)
+    return placed if index is None else type(result)((*result[:index], placed, *result[index + 1:]))
 
 
 # Outputs that stay on the CPU on real devices too: (operation, output index).
@@ -389,9 +407,18 @@ _TENSOR_METHODS: dict[Any, Callable[..., Any]] = {
     torch.Tensor.untyped_storage: lambda t: t._inner.untyped_storage(),
     torch.Tensor.pin_memory: lambda t, *a, **k: t,
     torch.Tensor.is_pinned: lambda t, *a, **k: False,
-    torch.Tensor.record_stream: lambda t, stream: None,
     torch.Tensor.share_memory_: lambda t: t,
 }
+_TENSOR_RECORD_STREAM = torch.Tensor.record_stream
+
+
+def _record_stream(tensor: torch.Tensor, stream: Any) -> None:
+    """Nothing to record where streams order nothing; torch's argument parser would refuse a virtual stream before any
+    override could see it ("unknown parameter type"), so the method itself is replaced."""
+    if type(tensor) is not VirtualTensor and not isinstance(stream, _Stream):
+        _TENSOR_RECORD_STREAM(tensor, stream)
+
+
 _NEW = ("new_empty", "new_zeros", "new_ones", "new_full", "new_tensor", "new_empty_strided")
 
 
@@ -473,7 +500,7 @@ def _patch_entry_points(torch_module: Any) -> None:
             setattr(torch_module, name, _factory(getattr(torch_module, name)))
     torch_module.as_tensor = _as_tensor
     tensor = torch_module.Tensor
-    tensor.to, tensor.cuda = _tensor_to, _cuda
+    tensor.to, tensor.cuda, tensor.record_stream = _tensor_to, _cuda, _record_stream
     for name in _NEW:
         setattr(tensor, name, _with_device(getattr(tensor, name)))
 
@@ -754,6 +781,15 @@ def _patch_streams(torch_module: Any) -> None:
     functions._get_stream = lambda device: _Stream(device)
 
 
+def _patch_cudnn(torch_module: Any) -> None:
+    """cuDNN is there, as on a GPU node, but never for a virtual tensor: its kernels are the CPU's. A CUDA build of
+    torch would otherwise send an RNN's weights to `_cudnn_rnn_flatten_weight`, which has no CPU kernel."""
+    cudnn = torch_module.backends.cudnn
+    original = cudnn.is_acceptable
+    cudnn.is_available = lambda: True
+    cudnn.is_acceptable = lambda tensor: not isinstance(tensor, VirtualTensor) and original(tensor)
+
+
 def install(torch_module: Any, devices: int) -> None:
     """From now on this process sees `devices` CUDA devices that compute on the CPU."""
     _count["devices"] = devices
@@ -765,7 +801,7 @@ def install(torch_module: Any, devices: int) -> None:
     _patch_streams(torch_module)
     _patch_entry_points(torch_module)
     torch_module.device = _Device
-    torch_module.backends.cudnn.is_available = lambda: True
+    _patch_cudnn(torch_module)
     torch_module.Tensor.pin_memory = lambda self, *a, **k: self  # host memory is host memory here
 
 
