@@ -30,6 +30,7 @@ from pitfall_lint.analysis.scopes import (
 )
 from pitfall_lint.analysis.training import walk_same_scope
 from pitfall_lint.context import FileContext
+from pitfall_lint.traversal import parent_map
 
 # Whole names (of a variable, an attribute or a called function) that hold a process's rank.
 _RANK_VALUE = re.compile(
@@ -472,7 +473,7 @@ def is_restricted_to_one_rank(ctx: FileContext, node: ast.AST, ancestors: Sequen
 def _parents(ctx: FileContext) -> dict[int, ast.AST]:
     key = ("parents",)
     if key not in ctx.memo:
-        ctx.memo[key] = {id(child): node for node in ast.walk(ctx.tree) for child in ast.iter_child_nodes(node)}
+        ctx.memo[key] = parent_map(ctx.tree)
     return ctx.memo[key]  # type: ignore[return-value]
 
 
