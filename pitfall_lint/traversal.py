@@ -83,3 +83,30 @@ def parent_map(tree: ast.AST) -> dict[int, ast.AST]:
                 if type(value) not in leaves:
                     todo.append(value)
     return parents
+
+
+def nodes_of(tree: ast.AST, node_types: tuple[type[ast.AST], ...]) -> list[ast.AST]:
+    """The nodes of these types, in source order (traverse's), for a look that needs no scope: no ancestors kept and
+    no handler called for each node, which made such a walk cost as much as the engine's."""
+    found: list[ast.AST] = []
+    wanted = frozenset(node_types)
+    leaves = _LEAF_TYPES.difference(wanted)
+    fields_of = _CHILD_FIELDS
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        node_type = type(node)
+        if node_type in wanted:
+            found.append(node)
+        fields = fields_of.get(node_type)
+        if fields is None:
+            fields = fields_of[node_type] = _child_fields(node_type)
+        for name in fields:
+            value = getattr(node, name, None)
+            if type(value) is list:
+                for item in reversed(value):
+                    if isinstance(item, ast.AST) and type(item) not in leaves:
+                        stack.append(item)
+            elif isinstance(value, ast.AST) and type(value) not in leaves:
+                stack.append(value)
+    return found
