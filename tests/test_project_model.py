@@ -370,6 +370,27 @@ def test_the_projects_of_a_monorepo_share_one_pool_for_their_summaries(tmp_path:
     assert started == [2 * 54, 2 * 54]  # each time, the 54 Python files of both projects
 
 
+def test_the_rounds_read_no_more_files_than_it_takes_to_tell_that_a_project_trains_in_parallel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whether the project trains in parallel is read file by file until one sets it up: the rounds do not summarise
+    every file that merely spells a set-up word (a comment here) to find out."""
+    monkeypatch.setattr(pool, "available_cores", lambda: 2)
+    asked: list[str] = []
+    wanted = ProjectModel.summaries_wanted
+
+    def noted(self: ProjectModel) -> list[str]:
+        found = wanted(self)
+        asked.extend(os.path.basename(path) for path in found)
+        return found
+
+    monkeypatch.setattr(ProjectModel, "summaries_wanted", noted)
+    spelled = {f"a_launch_{i}.py": "# dist.init_process_group is left to the launcher\n" for i in range(6)}
+    assert_project(tmp_path, {**EXPORT_CHAIN, **spelled})
+    assert not [name for name in asked if name.startswith("a_launch")]
+    assert "blocks.py" in asked
+
+
 def test_the_message_names_the_export(tmp_path: Path) -> None:
     """The export is the finding's related place, and the message names it, being in another file."""
     write(tmp_path, LIBRARY_EXPORTS["imported-by-the-top-level-package"])

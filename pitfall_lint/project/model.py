@@ -828,7 +828,12 @@ class ProjectModel:
         """From the file's summary when it is at hand or will be kept for the next run, else from a walk for the
         set-ups alone (a summary costs some three times as much, and a project that trains nothing in parallel has
         every candidate read)."""
-        if self.has_summary(path) or self._store.keeps or self._wanted is not None:
+        if self._wanted is not None and not self.has_summary(path):
+            # While the summaries to compute on every core are gathered: a guess, kept for no answer. Each candidate
+            # taken as unknown had every file that may set up distributed training summarised (diffusers: hundreds),
+            # where the answer reads them only until the first that does.
+            return True
+        if self.has_summary(path) or self._store.keeps:
             summary = self.summary(path)
             return summary is not None and bool(summary.distributed)
         data = self._content(path)
