@@ -79,13 +79,23 @@ def project_model(
     )
 
 
-def _share_project_facts(model: ProjectModel, store: SummaryStore) -> None:
+def _share_project_facts(models: Sequence[ProjectModel], store: SummaryStore) -> None:
     """What nearly every file of a large project asks, answered once before the files are spread over workers
-    (which inherit the answers), the summaries it reads first computed on every core."""
-    unsummarised = [path for path in model.shared_files() if not model.has_summary(path)]
-    if len(unsummarised) >= 2:
-        store.put_all(pool.summarize_files(unsummarised, pool.available_cores(), model))
-    model.prepare_shared()
+    (which inherit the answers), the summaries it reads first computed on every core: those of every project of the
+    run in one pool, round after round (a monorepo's projects one after the other left the cores idle between
+    rounds of a few files, and started a pool each)."""
+
+    def wanted() -> list[str]:
+        return sorted({path for model in models for path in model.summaries_wanted()})
+
+    first = sorted({path for model in models for path in model.shared_files() if not model.has_summary(path)})
+    if len(first) >= 2:
+        owners = {path: model for model in models for path in model.files}
+        for rows in pool.summarize_in_rounds(first, wanted, pool.available_cores(), owners):
+            store.put_all(rows)
+    for model in models:
+        model.prepare_shared()
+        store.put_all(model.take_fresh_summaries())
 
 
 @dataclass
@@ -118,6 +128,7 @@ def check_paths(
     run = CheckRun([], contents=contents or {})
     results: dict[str, FileResult] = {}
     pending: dict[str, _Pending] = {}
+    sharing: list[ProjectModel] = []  # the projects whose files are spread over workers
     for root, members in _groups(paths, settings).items():
         given = {path: run.contents[path] for path in members if path in run.contents}
         model = project_model(root, members, settings, store, given)
@@ -140,13 +151,14 @@ def check_paths(
             else:
                 unchecked.append(path)
         if pool.worker_count(len(unchecked), pool.available_cores()) >= 2:
-            _share_project_facts(model, store)
+            sharing.append(model)
         store.put_all(model.take_fresh_summaries())
         # One file checked alone (a pre-commit run) reads no fingerprint of the whole project that nothing else
         # needed: its result holds for no known state of the project, and the next run asks its questions again.
         read_already = fingerprint.cache_info().currsize > 0
         held = fingerprint() if cache is not None and (len(unchecked) > 1 or read_already) else ""
         pending.update(dict.fromkeys(unchecked, _Pending(keys, held)))
+    _share_project_facts(sharing, store)
     projects = {path: run.projects[path] for path in pending}
     for result in pool.check_files(list(pending), rules, pool.available_cores(), projects):
         store.put_all(result.summaries)

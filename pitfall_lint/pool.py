@@ -8,19 +8,21 @@ import gc
 import os
 import signal
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING
 
 from pitfall_lint.engine import Engine, FileResult
 from pitfall_lint.interrupts import ctrl_c_held_back
 from pitfall_lint.project.model import ProjectModel
 from pitfall_lint.rules.registry import RuleSpec
 
+if TYPE_CHECKING:
+    from multiprocessing.pool import Pool
+
 # Below this many files, starting workers costs more than it saves.
 _MIN_FILES_PER_WORKER = 24
 # The project of each file; a file without one is a project of its own.
 Projects = Mapping[str, ProjectModel]
 _worker: tuple[Engine, Projects] | None = None
-T = TypeVar("T")
 
 
 def _start_worker(rules: Sequence[RuleSpec], projects: Projects) -> None:
@@ -59,9 +61,8 @@ def worker_count(files: int, jobs: int) -> int:
     return min(jobs, files // _MIN_FILES_PER_WORKER)
 
 
-def _map(
-    function: Callable[[str], T], paths: Sequence[str], workers: int, rules: Sequence[RuleSpec], projects: Projects
-) -> Iterator[T]:
+@contextlib.contextmanager
+def _pool(workers: int, rules: Sequence[RuleSpec], projects: Projects) -> Iterator[Pool]:
     import multiprocessing  # here: a run that checks few files never pays for the import
 
     for rule in rules:  # its module imported once, here, for every forked worker: not once in each
@@ -72,9 +73,12 @@ def _map(
         # Ctrl-C waits while the workers start: the terminal sends it to every process of the group, and a worker
         # it reached before it could ignore it printed a KeyboardInterrupt traceback.
         with ctrl_c_held_back():
-            workers_pool = stack.enter_context(context.Pool(workers, initializer=_start_worker, initargs=(tuple(rules), projects)))
-        # Small chunks keep every worker busy to the end, whatever the sizes of the files.
-        yield from workers_pool.imap(function, paths, chunksize=8 if len(paths) > 16 * workers else 1)
+            yield stack.enter_context(context.Pool(workers, initializer=_start_worker, initargs=(tuple(rules), projects)))
+
+
+def _chunks(paths: Sequence[str], workers: int) -> int:
+    """Small chunks keep every worker busy to the end, whatever the sizes of the files."""
+    return 8 if len(paths) > 16 * workers else 1
 
 
 def check_files(
@@ -88,12 +92,26 @@ def check_files(
         for path in paths:
             yield engine.check_file(path, projects.get(path))
         return
-    yield from _map(_check_in_worker, paths, workers, rules, projects)
+    with _pool(workers, rules, projects) as workers_pool:
+        yield from workers_pool.imap(_check_in_worker, paths, chunksize=_chunks(paths, workers))
 
 
-def summarize_files(paths: Sequence[str], jobs: int, project: ProjectModel) -> dict[str, list]:
-    """The summaries of these files, computed on every core: rows by content key, for the project's store."""
-    rows: dict[str, list] = {}
-    for found in _map(_summarize_in_worker, paths, min(jobs, len(paths)), (), dict.fromkeys(paths, project)):
-        rows.update(found)
-    return rows
+def summarize_in_rounds(
+    first: Sequence[str], then: Callable[[], Sequence[str]], jobs: int, projects: Projects
+) -> Iterator[dict[str, list]]:
+    """The summaries of files of these projects (a file's summary is of the file alone: any project of it serves)
+    computed on every core, round after round in one pool: `first`, then the files `then` names once the rows of
+    the round before are in the projects' store (rows by content key, for the caller to store before it asks for the
+    next round), until it names none that was not sent before (a file that cannot be parsed has no summary, and is
+    named again)."""
+    workers = min(jobs, len(first))
+    with _pool(workers, (), projects) as workers_pool:
+        sent: set[str] = set()
+        paths = list(first)
+        while paths:
+            sent.update(paths)
+            rows: dict[str, list] = {}
+            for found in workers_pool.imap(_summarize_in_worker, paths, chunksize=_chunks(paths, workers)):
+                rows.update(found)
+            yield rows
+            paths = [path for path in then() if path not in sent]

@@ -55,3 +55,58 @@ def traverse(ctx: FileContext, dispatch: dict[type[ast.AST], list[Handler]]) -> 
             elif isinstance(value, ast.AST) and type(value) not in leaves:
                 stack.append((value, depth))
     del ancestors[:]
+
+
+def parent_map(tree: ast.AST) -> dict[int, ast.AST]:
+    """Each node's parent, by the child's id: one pass over the fields that can hold a node a rule could want (ast.walk
+    with iter_child_nodes took twice as long, and every node's children twice)."""
+    parents: dict[int, ast.AST] = {}
+    todo = [tree]
+    fields_of = _CHILD_FIELDS
+    leaves = _LEAF_TYPES
+    while todo:
+        node = todo.pop()
+        node_type = type(node)
+        fields = fields_of.get(node_type)
+        if fields is None:
+            fields = fields_of[node_type] = _child_fields(node_type)
+        for name in fields:
+            value = getattr(node, name, None)
+            if type(value) is list:
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        parents[id(item)] = node
+                        if type(item) not in leaves:
+                            todo.append(item)
+            elif isinstance(value, ast.AST):
+                parents[id(value)] = node
+                if type(value) not in leaves:
+                    todo.append(value)
+    return parents
+
+
+def nodes_of(tree: ast.AST, node_types: tuple[type[ast.AST], ...]) -> list[ast.AST]:
+    """The nodes of these types, in source order (traverse's), for a look that needs no scope: no ancestors kept and
+    no handler called for each node, which made such a walk cost as much as the engine's."""
+    found: list[ast.AST] = []
+    wanted = frozenset(node_types)
+    leaves = _LEAF_TYPES.difference(wanted)
+    fields_of = _CHILD_FIELDS
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        node_type = type(node)
+        if node_type in wanted:
+            found.append(node)
+        fields = fields_of.get(node_type)
+        if fields is None:
+            fields = fields_of[node_type] = _child_fields(node_type)
+        for name in fields:
+            value = getattr(node, name, None)
+            if type(value) is list:
+                for item in reversed(value):
+                    if isinstance(item, ast.AST) and type(item) not in leaves:
+                        stack.append(item)
+            elif isinstance(value, ast.AST) and type(value) not in leaves:
+                stack.append(value)
+    return found

@@ -13,6 +13,7 @@ from marks import expected
 from pitfall_lint import pool
 from pitfall_lint.checking import ProjectSettings, check_paths
 from pitfall_lint.files import Excluder, discover
+from pitfall_lint.project.model import ProjectModel
 from pitfall_lint.rules import all_rules
 
 MODULE = "import torch\nfrom torch import nn\n"
@@ -307,6 +308,87 @@ def test_a_library_that_trains_with_ddp_offers_its_models_to_data_parallel(tmp_p
     what it does not offer, or offers only deep inside, or what holds no parameters of its own, is not."""
     for name, files in LIBRARY_EXPORTS.items():
         assert_project(tmp_path / name, files)
+
+
+# A packaged library whose export reaches a model only through summaries known one after the other: the export, the
+# module it names, that class's base in another module, and the submodule the base builds, in a fourth.
+EXPORT_CHAIN = {
+    "pyproject.toml": PACKAGED, "mylib/__init__.py": "from .nets import Net\n",
+    "mylib/nets.py": "from .base import Base\nclass Net(Base):\n    pass\n",
+    "mylib/base.py": "from torch import nn\nfrom .blocks import Block\nclass Base(nn.Module):\n    def __init__(self):\n"
+    "        super().__init__()\n        self.block = Block()\n",
+    "mylib/blocks.py": MODULE + BOUND.format(name="Block", base="nn.Module").replace(
+        "super().__init__()", "super().__init__()\n        self.fc = nn.Linear(2, 2)"
+    ),
+    "train.py": DDP_TRAIN, "evaluate.py": DDP_TRAIN,
+    **{f"pad_{i}.py": "import torch\n" for i in range(48)},  # enough files for two workers
+}
+
+
+def summarised_in_parent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the files the process running the check summarises itself, once it runs."""
+    parent, found = os.getpid(), []
+    summarize = ProjectModel._summarize
+
+    def noted(self: ProjectModel, path: str, data: bytes) -> object:
+        if os.getpid() == parent:
+            found.append(os.path.basename(path))
+        return summarize(self, path, data)
+
+    monkeypatch.setattr(pool, "available_cores", lambda: 2)
+    monkeypatch.setattr(ProjectModel, "_summarize", noted)
+    return found
+
+
+def test_what_the_whole_project_asks_first_is_summarised_on_the_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before the files are spread over the workers, the files that the reach of the wraps and of the library's
+    exports read are summarised in the pool, round after round: the parent summarises none itself, but for a file
+    that cannot be parsed (it has no summary to send back: it is tried once in the pool, and the rounds end all the
+    same)."""
+    in_parent = summarised_in_parent(monkeypatch)
+    files = {**EXPORT_CHAIN, "mylib/__init__.py": "from .nets import Net\nfrom .broken import Old\n", "mylib/broken.py": "def broken(:\n"}
+    assert_project(tmp_path, files)
+    assert ("mylib/blocks.py", "PFL101", 8) in marks(tmp_path)
+    assert in_parent == ["broken.py"]
+
+
+def test_the_projects_of_a_monorepo_share_one_pool_for_their_summaries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two libraries side by side in one run: their summaries are computed in one pool, rounds of both at once, and
+    their files checked in another."""
+    in_parent = summarised_in_parent(monkeypatch)
+    started = []
+    start_pool = pool._pool
+
+    def counted(*arguments: object) -> object:
+        started.append(len(arguments[2]))  # type: ignore[arg-type]
+        return start_pool(*arguments)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pool, "_pool", counted)
+    assert_project(tmp_path, {f"{library}/{name}": source for library in ("one", "two") for name, source in EXPORT_CHAIN.items()})
+    assert {path for path, _, _ in marks(tmp_path)} == {"one/mylib/blocks.py", "two/mylib/blocks.py"}
+    assert in_parent == []
+    assert started == [2 * 54, 2 * 54]  # each time, the 54 Python files of both projects
+
+
+def test_the_rounds_read_no_more_files_than_it_takes_to_tell_that_a_project_trains_in_parallel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whether the project trains in parallel is read file by file until one sets it up: the rounds do not summarise
+    every file that merely spells a set-up word (a comment here) to find out."""
+    monkeypatch.setattr(pool, "available_cores", lambda: 2)
+    asked: list[str] = []
+    wanted = ProjectModel.summaries_wanted
+
+    def noted(self: ProjectModel) -> list[str]:
+        found = wanted(self)
+        asked.extend(os.path.basename(path) for path in found)
+        return found
+
+    monkeypatch.setattr(ProjectModel, "summaries_wanted", noted)
+    spelled = {f"a_launch_{i}.py": "# dist.init_process_group is left to the launcher\n" for i in range(6)}
+    assert_project(tmp_path, {**EXPORT_CHAIN, **spelled})
+    assert not [name for name in asked if name.startswith("a_launch")]
+    assert "blocks.py" in asked
 
 
 def test_the_message_names_the_export(tmp_path: Path) -> None:

@@ -144,18 +144,11 @@ def distributed_setups(ctx: FileContext) -> list[tuple[str, int]]:
     """(what, line) for every place that sets up distributed training, in source order."""
     key = ("distributed-setups",)
     if key not in ctx.memo:
-        from pitfall_lint.traversal import traverse
+        from pitfall_lint.traversal import nodes_of
 
-        found: list[tuple[str, int]] = []
-        walk = ctx.for_another_walk()
-
-        def note(node: ast.AST) -> None:
-            kind = setup_kind(walk, node)
-            if kind is not None:
-                found.append((kind, getattr(node, "lineno", 1)))
-
-        traverse(walk, {node_type: [note] for node_type in SETUP_NODES})
-        ctx.memo[key] = found
+        # setup_kind reads every name at module level (no ancestors), and a file without a set-up word has no set-up.
+        candidates = nodes_of(ctx.tree, SETUP_NODES) if may_set_up_distributed(ctx.text.data) else []
+        ctx.memo[key] = [(kind, getattr(node, "lineno", 1)) for node in candidates if (kind := setup_kind(ctx, node)) is not None]
     return ctx.memo[key]  # type: ignore[return-value]
 
 

@@ -25,11 +25,12 @@ from pitfall_lint.analysis.scopes import (
     enclosing_method,
     local_value,
     module_function,
-    preceded_by,
+    preceded_in,
     self_name,
 )
 from pitfall_lint.analysis.training import walk_same_scope
 from pitfall_lint.context import FileContext
+from pitfall_lint.traversal import parent_map
 
 # Whole names (of a variable, an attribute or a called function) that hold a process's rank.
 _RANK_VALUE = re.compile(
@@ -424,14 +425,35 @@ def is_locally_restricted(ctx: FileContext, node: ast.AST, ancestors: Sequence[a
     if function is not None and _starts_workers(ctx, function):
         return True
     chain = [*ancestors, node]
-    for index in range(len(chain) - 1):
-        parent = chain[index]
-        # The type first: a summary asks this of every call, and most of a call's ancestors are neither.
-        if isinstance(parent, _BRANCHES) and _branch_restricts(ctx, parent, chain[index + 1], chain[:index]):
-            return True
-        if isinstance(parent, FUNCTIONS) and _one_process_decorated(ctx, parent):
-            return True
-    return preceded_by(ctx, node, ancestors, _exits_early_on_rank)
+    # What the levels above a statement tell is kept by statement: a summary asks this of every call, and the calls
+    # of one statement, or of one block, share all but their last few levels.
+    root, end = id(chain[0]), len(chain) - 1
+    known_at, known = 0, False
+    unknown: list[int] = []  # the statements of the chain whose levels above are not told yet, innermost first
+    for index in range(end, 0, -1):
+        if isinstance(chain[index], ast.stmt):
+            found = ctx.memo.get(("restricted-above", root, id(chain[index])))
+            if found is not None:
+                known_at, known = index, found
+                break
+            unknown.append(index)
+    for index in reversed(unknown):
+        known = known or any(_level_restricts(ctx, chain, level) for level in range(known_at, index))
+        ctx.memo[("restricted-above", root, id(chain[index]))] = known
+        known_at = index
+    return known or any(_level_restricts(ctx, chain, level) for level in range(known_at, end))  # type: ignore[return-value]
+
+
+def _level_restricts(ctx: FileContext, chain: Sequence[ast.AST], index: int) -> bool:
+    """Whether chain[index] lets only one rank reach its child chain[index + 1]: a branch, a one-process decorator,
+    an early exit before the child in its block."""
+    parent = chain[index]
+    # The type first: most of a call's ancestors are neither a branch nor a function.
+    if isinstance(parent, _BRANCHES) and _branch_restricts(ctx, parent, chain[index + 1], chain[:index]):
+        return True
+    if isinstance(parent, FUNCTIONS) and _one_process_decorated(ctx, parent):
+        return True
+    return preceded_in(ctx, chain, index, _exits_early_on_rank)
 
 
 def called_on_one_rank(ctx: FileContext, function: Function, ancestors: Sequence[ast.AST]) -> bool:
@@ -451,7 +473,7 @@ def is_restricted_to_one_rank(ctx: FileContext, node: ast.AST, ancestors: Sequen
 def _parents(ctx: FileContext) -> dict[int, ast.AST]:
     key = ("parents",)
     if key not in ctx.memo:
-        ctx.memo[key] = {id(child): node for node in ast.walk(ctx.tree) for child in ast.iter_child_nodes(node)}
+        ctx.memo[key] = parent_map(ctx.tree)
     return ctx.memo[key]  # type: ignore[return-value]
 
 

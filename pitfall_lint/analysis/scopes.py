@@ -419,30 +419,40 @@ def preceded_by(
     ancestors: Sequence[ast.AST],
     predicate: Callable[[FileContext, ast.stmt, Sequence[ast.AST]], bool],
 ) -> bool:
-    """Whether a statement before `node`, in one of the blocks that enclose it, satisfies the predicate.
+    """Whether a statement before `node`, in one of the blocks that enclose it, satisfies the predicate."""
+    chain = [*ancestors, node]
+    return any(preceded_in(ctx, chain, index, predicate) for index in range(len(chain) - 1))
+
+
+def preceded_in(
+    ctx: FileContext,
+    chain: Sequence[ast.AST],
+    index: int,
+    predicate: Callable[[FileContext, ast.stmt, Sequence[ast.AST]], bool],
+) -> bool:
+    """Whether a statement before chain[index + 1], in one of the blocks of chain[index] (its parent; `chain` from
+    the root down), satisfies the predicate.
 
     Each block is read once per predicate (where its first match stands), so that asking for every statement of a
     long block stays linear."""
-    chain = [*ancestors, node]
-    for index in range(len(chain) - 1):
-        parent, child = chain[index], chain[index + 1]
-        if not isinstance(child, ast.stmt):  # only statements stand in blocks
+    parent, child = chain[index], chain[index + 1]
+    if not isinstance(child, ast.stmt):  # only statements stand in blocks
+        return False
+    for field_name in ("body", "orelse", "finalbody"):
+        block = getattr(parent, field_name, None)
+        if type(block) is not list:
             continue
-        for field_name in ("body", "orelse", "finalbody"):
-            block = getattr(parent, field_name, None)
-            if type(block) is not list:
-                continue
-            key = ("preceded-by", predicate, id(block))
-            first = ctx.memo.get(key)
-            if first is None:
-                # The predicate gets the statements' ancestors (the block's parent and up) to read them in scope.
-                scope = chain[: index + 1]
-                first = ctx.memo[key] = next((i for i, statement in enumerate(block) if predicate(ctx, statement, scope)), len(block))
-            # Where the child stands is looked up only in a block with a match: most blocks have none.
-            if first < len(block):  # type: ignore[operator]
-                place = position_in_block(parent, field_name, child)
-                if place is not None and first < place:  # type: ignore[operator]
-                    return True
+        key = ("preceded-by", predicate, id(block))
+        first = ctx.memo.get(key)
+        if first is None:
+            # The predicate gets the statements' ancestors (the block's parent and up) to read them in scope.
+            scope = chain[: index + 1]
+            first = ctx.memo[key] = next((i for i, statement in enumerate(block) if predicate(ctx, statement, scope)), len(block))
+        # Where the child stands is looked up only in a block with a match: most blocks have none.
+        if first < len(block):  # type: ignore[operator]
+            place = position_in_block(parent, field_name, child)
+            if place is not None and first < place:  # type: ignore[operator]
+                return True
     return False
 
 

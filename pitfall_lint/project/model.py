@@ -161,6 +161,8 @@ class ProjectModel:
         self._read_as: dict[str, tuple[int, int, int]] = {}  # the _status of each file read from disk, as it was read
         self._stamps: dict[str, list | None] = {}  # each stamp looked at, None where it no longer holds
         self._started = time.time_ns()
+        # While the summaries prepare_shared reads are gathered: those it would compute here, each taken as None.
+        self._wanted: set[str] | None = None
 
     def __getstate__(self) -> dict[str, object]:
         """For workers started with `spawn`: the files and settings; facts are worked out again there."""
@@ -307,6 +309,9 @@ class ProjectModel:
                 summary = FileSummary.from_row(row)
             except (TypeError, ValueError):
                 summary = None
+        if summary is None and self._wanted is not None:
+            self._wanted.add(path)
+            return None  # kept for no answer: every one of this pass is forgotten
         if summary is None:
             data = self._content(path)
             assert data is not None
@@ -721,6 +726,19 @@ class ProjectModel:
         self._export_reach()
         self._scans = _SEARCHES_BEFORE_LISTING  # so many files ask so many questions that the listing pays from the first
 
+    def summaries_wanted(self) -> list[str]:
+        """The files whose summaries prepare_shared would compute here, as far as the summaries at hand lead: found
+        by answering with each of them taken as None, every answer then forgotten. Summarised on every core, they
+        let the next pass reach further; none left, prepare_shared computes nothing."""
+        memo, scans = dict(self._memo), self._scans
+        self._wanted = set()
+        try:
+            self.prepare_shared()
+        finally:
+            wanted, self._wanted = self._wanted, None
+            self._memo, self._scans = memo, scans
+        return sorted(wanted)
+
     def _reach(self, kind: WrapperKind) -> _Reach:
         return self._memoised(("reach", kind), lambda: self._compute_reach(kind))  # type: ignore[return-value]
 
@@ -810,6 +828,11 @@ class ProjectModel:
         """From the file's summary when it is at hand or will be kept for the next run, else from a walk for the
         set-ups alone (a summary costs some three times as much, and a project that trains nothing in parallel has
         every candidate read)."""
+        if self._wanted is not None and not self.has_summary(path):
+            # While the summaries to compute on every core are gathered: a guess, kept for no answer. Each candidate
+            # taken as unknown had every file that may set up distributed training summarised (diffusers: hundreds),
+            # where the answer reads them only until the first that does.
+            return True
         if self.has_summary(path) or self._store.keeps:
             summary = self.summary(path)
             return summary is not None and bool(summary.distributed)

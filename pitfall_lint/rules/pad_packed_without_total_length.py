@@ -9,6 +9,7 @@ from pitfall_lint.analysis.scopes import enclosing_class, enclosing_function, is
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import WrappedModuleRule
+from pitfall_lint.traversal import parent_map
 
 _TOTAL_LENGTH_POSITION = 3  # pad_packed_sequence(sequence, batch_first, padding_value, total_length)
 _BATCH_FIRST_POSITION = 1
@@ -23,17 +24,13 @@ _PAD_BACK = frozenset({"torch.nn.functional.pad", "torch.cat", "torch.concat", "
 _MAX_FOLLOW = 6
 
 
-def _parents_in(function: ast.AST) -> dict[int, ast.AST]:
-    return {id(child): node for node in ast.walk(function) for child in ast.iter_child_nodes(node)}
-
-
 def _stays_inside(ctx: FileContext, unpack: ast.Call, ancestors: list[ast.AST]) -> bool:
     """Whether the padded tensor never leaves the method with its replica's length: every use of it (through
     renames and element-wise transforms) ends re-packed, reduced over time, cut to one step or padded back."""
     function = enclosing_function(ancestors)
     if function is None:
         return False
-    parents = _parents_in(function)
+    parents = parent_map(function)
     return _ends_inside(ctx, unpack, parents, function, 0)
 
 
