@@ -1,0 +1,41 @@
+"""verify on scripts whose launch is their own (tests/verify_cases/realistic): a confirmation that ends the run
+leaves the other findings their run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from test_verify import verdicts
+from test_verify_realistic import project, run_verify, snapshot
+
+pytest.importorskip("torch", reason="verify needs torch (the [verify] extra); CI installs torch==2.13.0")
+
+
+def test_a_confirmed_port_leaves_the_other_findings_a_run_with_the_port_free(tmp_path: Path) -> None:
+    folder = project(tmp_path, "port_and_more")
+    before = snapshot(folder)
+    # PFL306 is a preview rule: --preview runs it.
+    returncode, report, stderr = run_verify(folder / "train.py", "--preview", cwd=folder)
+    assert (returncode, report["unexplained"], report["stop"]) == (1, [], None), stderr
+    assert verdicts(report) == {("PFL306", 16, "confirmed"), ("PFL401", 24, "confirmed"), ("PFL208", 31, "confirmed")}
+    port, loader, bypass = report["findings"]
+    assert (port["evidence"]["error_type"], port["evidence"]["message"]) == (
+        "DistNetworkError", "The server socket has failed to listen on any local network address. port: 29512, "
+        "useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use")
+    assert port["mode"] == report["mode"]
+    again = ("run again with port 29512 free: the script, with nn.DataParallel 2-way; 2 virtual CUDA devices on the CPU "
+             "(no real GPU visible)")
+    assert (loader["code"], loader["mode"], loader["evidence"]["mechanism"]) == (
+        "PFL401", again, "ranks 0, 1 each iterated all 64 samples through a RandomSampler: every rank trains on the "
+        "whole dataset, so an epoch is N times the data")
+    assert (bypass["code"], bypass["mode"]) == ("PFL208", again)
+    assert bypass["evidence"]["mechanism"].startswith("after step 3 the ranks' copies of the model differ")
+    (note,) = [n for n in report["notes"] if "confirmation ended the run" in n]
+    assert note.startswith("the PFL306 confirmation ended the run: verify ran the script again with port 29512 free (")
+    assert note.endswith(" s) for the other findings")
+    assert report["outcome"] == ("failed (exit code 1); no process left behind; run again, finished without a failure; "
+                                 "no process left behind")
+    assert snapshot(folder) == before
+
