@@ -39,3 +39,32 @@ def test_a_confirmed_port_leaves_the_other_findings_a_run_with_the_port_free(tmp
                                  "no process left behind")
     assert snapshot(folder) == before
 
+
+def test_a_local_rank_declared_in_an_imported_options_module_is_passed_to_each_rank(tmp_path: Path) -> None:
+    """The parser is in options.py: each rank gets its --local_rank, and the script runs distributed rather than
+    failing at DDP(...) with no process group."""
+    folder = project(tmp_path, "options_module")
+    returncode, report, stderr = run_verify(folder / "train.py", "--ignore", "PFL307", cwd=folder)
+    assert (returncode, report["unexplained"], report["stop"]) == (1, [], None), stderr
+    assert verdicts(report) == {("PFL401", 21, "confirmed")}
+    assert report["notes"][0] == (
+        "the script reads --local_rank: each rank got --local_rank=N, as torch.distributed.launch passes it "
+        "(torchrun sets only LOCAL_RANK)"
+    )
+
+
+def test_a_launcher_finding_in_an_imported_options_module_chooses_the_launch(tmp_path: Path) -> None:
+    """options.py's PFL307 is the script's launch contract: verify launches it as torch.distributed.launch does, which
+    confirms it, then runs it again under torchrun for the loader's finding."""
+    folder = project(tmp_path, "options_module")
+    returncode, report, stderr = run_verify(folder / "train.py", cwd=folder)
+    assert (returncode, report["unexplained"], report["stop"]) == (1, [], None), stderr
+    assert [(f["code"], f["path"], f["line"], f["status"]) for f in report["findings"]] == [
+        ("PFL307", "options.py", 11, "confirmed"), ("PFL401", "train.py", 21, "confirmed")]
+    launcher, loader = report["findings"]
+    assert (launcher["evidence"]["error_type"], launcher["evidence"]["message"]) == (
+        "SystemExit", "train.py: error: unrecognized arguments: --local-rank=0")
+    assert loader["mode"] == ("run again under torch.distributed.run: 2 ranks under torch.distributed.run; 2 virtual "
+                              "CUDA devices on the CPU (no real GPU visible)")
+    assert loader["evidence"]["mechanism"] == ("ranks 0, 1 each iterated all 32 samples through a RandomSampler: every "
+                                               "rank trains on the whole dataset, so an epoch is N times the data")

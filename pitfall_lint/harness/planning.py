@@ -4,6 +4,7 @@ model file, or as a notebook."""
 from __future__ import annotations
 
 import ast
+import os
 from dataclasses import dataclass, replace
 
 from pitfall_lint.analysis.distributed import sets_up_distributed
@@ -24,6 +25,7 @@ _DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDe
 # Module-level calls of a model file that only configure things (sys.path.append, warnings.filterwarnings).
 _SETUP_MODULES = frozenset({"sys", "os", "warnings", "logging", "torch", "np", "numpy", "random", "matplotlib"})
 _LOCAL_RANK_OPTIONS = ("--local_rank", "--local-rank")
+_MAX_IMPORTED = 200  # project files followed from one script's imports
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,55 @@ def _local_rank_option(tree: ast.Module) -> str | None:
                 if isinstance(argument, ast.Constant) and argument.value in _LOCAL_RANK_OPTIONS:
                     return argument.value
     return None
+
+
+def _imported_names(tree: ast.Module) -> list[str]:
+    """Each module or name the file imports, anywhere in its code, dotted as written (`options`, `.config.load`)."""
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = "." * node.level + (node.module or "")
+            names += [f"{base}.{a.name}" if node.module else f"{base}{a.name}" for a in node.names if a.name != "*"]
+            names += [base] if node.module else []
+    return names
+
+
+def imported_files(path: str, tree: ast.Module, model: ProjectModel) -> list[str]:
+    """The project's files the script imports, directly or through one another, in the order met: where its launch
+    contract may be written (an `options.py` declaring `--local_rank`)."""
+    found: list[str] = []
+    todo = [(path, tree)]
+    while todo and len(found) < _MAX_IMPORTED:
+        importer, imports = todo.pop(0)
+        for name in _imported_names(imports):
+            module = model.module_file(importer, name)
+            if module is None or module in found or os.path.realpath(module) == os.path.realpath(path):
+                continue
+            found.append(module)
+            try:
+                with open(module, "rb") as handle:
+                    todo.append((module, ast.parse(handle.read(), filename=module)))
+            except (OSError, SyntaxError, ValueError):
+                continue
+    return found
+
+
+def with_imported_contract(plan: Plan, files: list[str]) -> Plan:
+    """A distributed plan whose script has no `--local_rank` of its own takes the one a module it imports declares
+    (argparse in an `options.py`): each rank must get it, or the script runs as a single process."""
+    if plan.kind != "distributed" or plan.local_rank_option is not None:
+        return plan
+    for path in files:
+        try:
+            with open(path, "rb") as handle:
+                option = _local_rank_option(ast.parse(handle.read(), filename=path))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        if option is not None:
+            return replace(plan, local_rank_option=option)
+    return plan
 
 
 def _module_classes(ctx: FileContext) -> list[str]:

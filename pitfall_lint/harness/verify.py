@@ -25,9 +25,11 @@ from pitfall_lint.harness.planning import (
     Plan,
     constructor_call,
     enclosing_class,
+    imported_files,
     model_classes,
     plan_run,
     plan_through_callers,
+    with_imported_contract,
 )
 from pitfall_lint.harness.probes import all_probes
 from pitfall_lint.harness.probes.base import Command, Launch, last_line, same_file
@@ -294,12 +296,16 @@ def verify(
     if plan.kind is None and options.example is None and project.model is not None:
         plan, caller = plan_through_callers(project.model.module_callers(path))
         running = _read_source(caller)[1] if caller is not None else source
+    # The launch contract is the whole program's: a `--local_rank` or a launcher's pitfall in a module it imports.
+    imported = imported_files(running.path, running.tree, project.model) if project.model is not None else []
+    plan = with_imported_contract(plan, imported)
     probes = all_probes()
     options = replace(options, selected=frozenset(rule.info.code for rule in rules))
     report = VerifyReport(path=path, plan=plan, mode="not run")
     script_findings = [f for f in project.in_file(path) if f.code in probes]
     port = _free_loopback_port()
     launched = script_findings + [f for f in project.in_file(running.path) if f.code in probes and running is not source]
+    launched += [f for module in imported for f in project.in_file(module) if f.code in probes]
     probed = {code: [f for f in launched if f.code == code] for code in probes}
 
     def start(script: str) -> Command:
