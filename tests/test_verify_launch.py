@@ -68,3 +68,24 @@ def test_a_launcher_finding_in_an_imported_options_module_chooses_the_launch(tmp
                               "CUDA devices on the CPU (no real GPU visible)")
     assert loader["evidence"]["mechanism"] == ("ranks 0, 1 each iterated all 32 samples through a RandomSampler: every "
                                                "rank trains on the whole dataset, so an epoch is N times the data")
+
+
+def test_a_script_written_for_four_gpus_runs_on_four_virtual_ones(tmp_path: Path) -> None:
+    """`WORLD_SIZE = 4` handed to mp.spawn: with verify's two devices rank 2 failed at set_device and was told to find a
+    GPU machine."""
+    folder = project(tmp_path, "four_gpus")
+    returncode, report, stderr = run_verify(folder / "train.py", cwd=folder)
+    assert (returncode, report["unexplained"], report["stop"]) == (1, [], None), stderr
+    assert verdicts(report) == {("PFL203", 27, "confirmed")}
+    assert report["mode"] == ("script: the script, with nn.DataParallel 4-way; 4 virtual CUDA devices on the CPU (no "
+                              "real GPU visible)")
+    assert report["notes"][0] == "the script is written for 4 CUDA devices (train.py:32): verify gave it 4 (--nproc 4)"
+
+
+def test_data_parallel_over_four_listed_devices_runs_on_four_virtual_ones(tmp_path: Path) -> None:
+    folder = project(tmp_path, "four_gpus")
+    returncode, report, stderr = run_verify(folder / "data_parallel.py", cwd=folder)
+    assert (returncode, report["unexplained"], report["stop"]) == (0, [], None), stderr
+    assert report["notes"][0] == ("the script is written for 4 CUDA devices (data_parallel.py:17): verify gave it 4 "
+                                  "(--nproc 4)")
+

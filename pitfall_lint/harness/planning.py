@@ -131,6 +131,42 @@ def with_imported_contract(plan: Plan, files: list[str]) -> Plan:
     return plan
 
 
+def _int_constants(tree: ast.Module) -> dict[str, int]:
+    """Names the file binds to one integer and nothing else (`WORLD_SIZE = 4`, `n_gpus = 4`)."""
+    values: dict[str, set[object]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            value = node.value.value if isinstance(node.value, ast.Constant) and not isinstance(node, ast.AugAssign) else None
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    values.setdefault(target.id, set()).add(value)
+    return {name: v for name, (v, *rest) in values.items() if not rest and type(v) is int}
+
+
+def hard_coded_devices(path: str, data: bytes, tree: ast.Module) -> tuple[int, int] | None:
+    """The CUDA devices the script was written for, where it spells them as constants (`mp.spawn(..., nprocs=4)`,
+    `nprocs=WORLD_SIZE` with `WORLD_SIZE = 4`, `device_ids=[0, 1, 2, 3]`): the most it asks for, with the line. A run
+    with fewer fails at the first device it lacks; one with that many runs it as written."""
+    ctx = _context(path, data, tree)
+    constants = _int_constants(tree)
+    found: list[tuple[int, int]] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        for keyword in node.keywords:
+            value = keyword.value
+            if keyword.arg == "nprocs" and (ctx.qualified_name(node.func, []) or "") in _SPAWNERS:
+                count = value.value if isinstance(value, ast.Constant) else constants.get(getattr(value, "id", ""))
+                if type(count) is int:
+                    found.append((count, node.lineno))
+            elif keyword.arg == "device_ids" and isinstance(value, (ast.List, ast.Tuple)) and value.elts:
+                ids = [e.value for e in value.elts if isinstance(e, ast.Constant) and type(e.value) is int]
+                if len(ids) == len(value.elts):
+                    found.append((max(ids) + 1, node.lineno))
+    return max(found, key=lambda f: f[0]) if found else None
+
+
 def _module_classes(ctx: FileContext) -> list[str]:
     """Classes of the file whose bases name a torch module (`nn.Module`, `torch.nn.Module`, an nn layer)."""
     found = []

@@ -25,6 +25,7 @@ from pitfall_lint.harness.planning import (
     Plan,
     constructor_call,
     enclosing_class,
+    hard_coded_devices,
     imported_files,
     model_classes,
     plan_run,
@@ -299,6 +300,16 @@ def verify(
     # The launch contract is the whole program's: a `--local_rank` or a launcher's pitfall in a module it imports.
     imported = imported_files(running.path, running.tree, project.model) if project.model is not None else []
     plan = with_imported_contract(plan, imported)
+    written_for = hard_coded_devices(running.path, Path(running.path).read_bytes(), running.tree) \
+        if plan.kind in ("script", "distributed") and running.notebook is None else None
+    if written_for is not None and written_for[0] > options.nproc:
+        count, line = written_for
+        options = replace(options, nproc=count)
+        shown = shown_path(running.path)
+        devices_note = (f"the script is written for {count} CUDA devices ({shown}:{line}): verify gave it {count} "
+                        f"(--nproc {count})")
+    else:
+        devices_note = None
     probes = all_probes()
     options = replace(options, selected=frozenset(rule.info.code for rule in rules))
     report = VerifyReport(path=path, plan=plan, mode="not run")
@@ -324,6 +335,7 @@ def verify(
                          flat=not marked)
     outcome, run, enclosure, report.written = enclosed.run(plan, start, script)
     report.scratch = str(enclosure.scratch)
+    report.notes += [devices_note] if devices_note else []
     _conclude(report, run, outcome, enclosure, options, project, source, running, findings, runnable, str(root))
     lifted: dict[str, str] = {}  # the probes whose conditions the later runs went without, with how
     while (lifting := _lift_confirmed(report, probed, lifted)) is not None:
