@@ -89,3 +89,15 @@ def test_data_parallel_over_four_listed_devices_runs_on_four_virtual_ones(tmp_pa
     assert report["notes"][0] == ("the script is written for 4 CUDA devices (data_parallel.py:17): verify gave it 4 "
                                   "(--nproc 4)")
 
+
+def test_a_device_count_that_is_no_constant_is_answered_with_nproc_not_a_gpu_machine(tmp_path: Path) -> None:
+    folder = project(tmp_path, "four_gpus")
+    returncode, report, stderr = run_verify(folder / "train_args.py", cwd=folder)
+    stop = ("the code asked for a CUDA device at train_args.py:17 beyond the 2 virtual ones of this run; --nproc N gives "
+            "it N: pass the number of GPUs it was written for")
+    assert (returncode, report["stop"]) == (2, stop), stderr
+    assert verdicts(report) == {("PFL203", 25, "not-run")}
+    assert stderr.strip().splitlines()[-1] == f"error: {folder / 'train_args.py'}: {stop}"
+    # As the advice says: four virtual devices run it to its end.
+    returncode, report, stderr = run_verify(folder / "train_args.py", "--nproc", "4", cwd=folder)
+    assert (returncode, verdicts(report), report["stop"]) == (1, {("PFL203", 25, "confirmed")}, None), stderr
