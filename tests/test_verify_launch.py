@@ -101,3 +101,20 @@ def test_a_device_count_that_is_no_constant_is_answered_with_nproc_not_a_gpu_mac
     # As the advice says: four virtual devices run it to its end.
     returncode, report, stderr = run_verify(folder / "train_args.py", "--nproc", "4", cwd=folder)
     assert (returncode, verdicts(report), report["stop"]) == (1, {("PFL203", 25, "confirmed")}, None), stderr
+
+
+def test_local_rank_used_as_the_rank_is_stopped_as_a_collision_not_a_timeout(tmp_path: Path) -> None:
+    """On two nodes both processes ask to join as rank 0: the group can never form, and the run is stopped with that
+    reason instead of waiting out --timeout and blaming the rendezvous settings."""
+    folder = project(tmp_path, "local_rank_as_rank")
+    # PFL305 is a preview rule: --preview runs it (and its two-node launch).
+    returncode, report, stderr = run_verify(folder / "train.py", "--preview", cwd=folder)
+    stop = ("ranks collided: the processes of nodes 0 and 1 each asked at train.py:15 to join as rank 0 (their local "
+            "rank), so the process group of 2 could never form and the run was stopped without waiting; the script "
+            "passes LOCAL_RANK where the global rank belongs (RANK, or no rank= at all: the launcher's environment "
+            "gives it)")
+    assert (returncode, report["stop"], report["unexplained"]) == (2, stop, []), stderr
+    assert report["outcome"] == "stopped early; no process left behind"
+    assert report["mode"].startswith("distributed: 2 nodes x 1 rank under torch.distributed.run (two agents on loopback)")
+    assert verdicts(report) == {("PFL305", 24, "not-run")}
+    assert stderr.strip().splitlines()[-1] == f"error: {folder / 'train.py'}: {stop}; its processes were killed"
