@@ -118,3 +118,19 @@ def test_local_rank_used_as_the_rank_is_stopped_as_a_collision_not_a_timeout(tmp
     assert report["mode"].startswith("distributed: 2 nodes x 1 rank under torch.distributed.run (two agents on loopback)")
     assert verdicts(report) == {("PFL305", 24, "not-run")}
     assert stderr.strip().splitlines()[-1] == f"error: {folder / 'train.py'}: {stop}; its processes were killed"
+
+
+def test_a_script_whose_imported_helper_sets_up_the_group_runs_as_ranks(tmp_path: Path) -> None:
+    """train.py calls utils/distributed.py's init_distributed(), which reads LOCAL_RANK: run as `python train.py` it
+    failed with KeyError: 'LOCAL_RANK', blamed on the script."""
+    folder = project(tmp_path, "dist_helpers")
+    # PFL201 is a preview rule: --preview runs it.
+    returncode, report, stderr = run_verify(folder / "train.py", "--preview", cwd=folder)
+    assert (returncode, report["run"], report["unexplained"], report["stop"]) == (1, "distributed", [], None), stderr
+    assert report["why"] == ("it imports utils/distributed.py, which sets up distributed training, so it runs as N ranks "
+                             "under torch.distributed.run")
+    assert [(f["code"], f["line"], f["status"], f["found_at_run_time"]) for f in report["findings"]] == [
+        ("PFL201", 22, "confirmed", True)]
+    assert report["findings"][0]["evidence"]["mechanism"] == (
+        f"ranks 0 and 1 each wrote {folder / 'classifier.pt'} from line 22: concurrent writers of one file corrupt it "
+        "(the writes went to the scratch folder)")

@@ -7,7 +7,7 @@ import ast
 import os
 from dataclasses import dataclass, replace
 
-from pitfall_lint.analysis.distributed import sets_up_distributed
+from pitfall_lint.analysis.distributed import sets_up_distributed, starts_process_group
 from pitfall_lint.analysis.scopes import is_main_guard
 from pitfall_lint.context import FileContext
 from pitfall_lint.harness.reasons import shown_path
@@ -20,6 +20,7 @@ _WORKERS = frozenset({
     "multiprocessing.Process", "multiprocessing.Pool", "torch.multiprocessing.Process", "torch.multiprocessing.Pool",
     "multiprocessing.get_context", "torch.multiprocessing.get_context", "concurrent.futures.ProcessPoolExecutor",
 })
+_DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel"})
 _DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign,
                 ast.AnnAssign, ast.AugAssign, ast.Pass)
 # Module-level calls of a model file that only configure things (sys.path.append, warnings.filterwarnings).
@@ -115,20 +116,34 @@ def imported_files(path: str, tree: ast.Module, model: ProjectModel) -> list[str
     return found
 
 
-def with_imported_contract(plan: Plan, files: list[str]) -> Plan:
-    """A distributed plan whose script has no `--local_rank` of its own takes the one a module it imports declares
-    (argparse in an `options.py`): each rank must get it, or the script runs as a single process."""
-    if plan.kind != "distributed" or plan.local_rank_option is not None:
-        return plan
+def _imported_contexts(files: list[str]) -> list[FileContext]:
+    contexts = []
     for path in files:
         try:
             with open(path, "rb") as handle:
-                option = _local_rank_option(ast.parse(handle.read(), filename=path))
+                data = handle.read()
+            contexts.append(_context(path, data, ast.parse(data, filename=path)))
         except (OSError, SyntaxError, ValueError):
             continue
-        if option is not None:
-            return replace(plan, local_rank_option=option)
-    return plan
+    return contexts
+
+
+def with_imported_contract(plan: Plan, path: str, data: bytes, tree: ast.Module, files: list[str]) -> Plan:
+    """The plan with the launch contract of the modules the script imports: a plain script whose imported helper
+    sets up the process group (reading LOCAL_RANK, calling init_process_group) runs as N ranks, as the helper expects;
+    a distributed script with no `--local_rank` of its own takes the one an imported `options.py` declares, which each
+    rank must get, or the script runs as a single process."""
+    imported = _imported_contexts(files)
+    ctx = _context(path, data, tree)
+    if plan.kind == "script" and not _calls(ctx, _SPAWNERS | _WORKERS | _DATA_PARALLEL):
+        setter = next((c for c in imported if starts_process_group(c) and not _calls(c, _SPAWNERS | _WORKERS)), None)
+        if setter is not None:
+            plan = Plan("distributed", f"it imports {shown_path(setter.path)}, which sets up distributed training, so it "
+                        "runs as N ranks under torch.distributed.run", local_rank_option=_local_rank_option(tree))
+    if plan.kind != "distributed" or plan.local_rank_option is not None:
+        return plan
+    option = next((o for c in imported if (o := _local_rank_option(c.tree)) is not None), None)
+    return replace(plan, local_rank_option=option) if option else plan
 
 
 def _int_constants(tree: ast.Module) -> dict[str, int]:

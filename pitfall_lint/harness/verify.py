@@ -299,7 +299,8 @@ def verify(
         running = _read_source(caller)[1] if caller is not None else source
     # The launch contract is the whole program's: a `--local_rank` or a launcher's pitfall in a module it imports.
     imported = imported_files(running.path, running.tree, project.model) if project.model is not None else []
-    plan = with_imported_contract(plan, imported)
+    plan = with_imported_contract(plan, running.path, Path(running.path).read_bytes(), running.tree, imported) \
+        if running.notebook is None else plan
     written_for = hard_coded_devices(running.path, Path(running.path).read_bytes(), running.tree) \
         if plan.kind in ("script", "distributed") and running.notebook is None else None
     if written_for is not None and written_for[0] > options.nproc:
