@@ -299,9 +299,10 @@ def verify(
         running = _read_source(caller)[1] if caller is not None else source
     # The launch contract is the whole program's: a `--local_rank` or a launcher's pitfall in a module it imports.
     imported = imported_files(running.path, running.tree, project.model) if project.model is not None else []
-    plan = with_imported_contract(plan, running.path, Path(running.path).read_bytes(), running.tree, imported) \
+    running_data = data if running is source else Path(running.path).read_bytes()
+    plan = with_imported_contract(plan, running.path, running_data, running.tree, imported) \
         if running.notebook is None else plan
-    written_for = hard_coded_devices(running.path, Path(running.path).read_bytes(), running.tree) \
+    written_for = hard_coded_devices(running.path, running_data, running.tree) \
         if plan.kind in ("script", "distributed") and running.notebook is None else None
     if written_for is not None and written_for[0] > options.nproc:
         count, line = written_for
@@ -340,8 +341,8 @@ def verify(
     _conclude(report, run, outcome, enclosure, options, project, source, running, findings, runnable, str(root))
     lifted: dict[str, str] = {}  # the probes whose conditions the later runs went without, with how
     while (lifting := _lift_confirmed(report, probed, lifted)) is not None:
-        run = _run_again(report, lifting, lifted, enclosed, plan, probed, script, device_note, project, source, running,
-                         findings, runnable)
+        run = _run_again(report, lifting, lifted, enclosed, plan, probed, script, project, source, running, findings,
+                         runnable)
         lifted |= lifting
     _probe_unexercised(report, run, enclosed, project, runnable, running.path, device_note)
     return report
@@ -369,7 +370,7 @@ def _lift_confirmed(report: VerifyReport, probed: dict[str, list[Diagnostic]],
 
 
 def _run_again(report: VerifyReport, lifting: dict[str, str], lifted: dict[str, str], enclosed: _Enclosed, plan: Plan,
-               probed: dict[str, list[Diagnostic]], script: str, device_note: str, project: ProjectFindings,
+               probed: dict[str, list[Diagnostic]], script: str, project: ProjectFindings,
                source: _Source, running: _Source, findings: dict[int, Diagnostic],
                runnable: dict[int, Diagnostic]) -> RunRecord:
     """A confirmation that ended the run must not cost the other findings theirs: the run again without the conditions
@@ -384,7 +385,9 @@ def _run_again(report: VerifyReport, lifting: dict[str, str], lifted: dict[str, 
     how = " and ".join((lifted | lifting).values())
     enclosed.progress(f"running again {how}: the {' and '.join(lifting)} confirmation ended the run")
     outcome, run, enclosure, written = again.run(plan, start, script)
-    second = VerifyReport(path=report.path, plan=plan, mode=f"run again {how}: {start(script).what}; {device_note}")
+    command = start(script)
+    second = VerifyReport(path=report.path, plan=plan,
+                          mode=f"run again {how}: {command.what}; {_device_mode(enclosed.options, command)[1]}")
     _conclude(second, run, outcome, enclosure, enclosed.options, project, source, running, left, runnable, again.root)
     report.verdicts = done + second.verdicts
     report.notes += [n for n in second.notes if n not in report.notes]
