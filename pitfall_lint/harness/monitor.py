@@ -9,9 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from pitfall_lint.harness.probes.main_guard import BOOTSTRAPPING
+from pitfall_lint.harness.reasons import shown_path
 from pitfall_lint.harness.words import counted
 
 _BOOTSTRAP_FAILURES_TO_STOP = 3  # a Pool started at import time respawns its failing workers forever
+# Two processes that asked for one rank and neither failed within this time wait for a group that cannot form.
+_COLLISION_SECONDS = 3.0
 
 
 class Monitor:
@@ -23,6 +26,10 @@ class Monitor:
         self._ranks: set[Any] = set()
         self._phase = "starting"
         self._bootstrap_failures: Counter[str | None] = Counter()  # by start method: each runs the script on its own
+        self._places: dict[int, dict[str, Any]] = {}  # by pid: node and local rank, as the launcher gave them
+        self._joining: dict[int, dict[str, Any]] = {}  # by pid: the group-joining event of a process not yet joined
+        self._failed: set[int] = set()
+        self._collided_since: float | None = None
 
     def _read_new_events(self) -> list[dict[str, Any]]:
         events = []
@@ -52,19 +59,53 @@ class Monitor:
             if kind == "step":
                 self._steps[event.get("rank")] = event["step"]
                 self._phase = "training"
-            elif kind == "group-joining" and self._phase == "starting":
-                self._phase = "joining the process group"
-            elif kind == "group-joined" and self._phase != "training":
-                self._phase = "running"
-            elif kind == "error" and BOOTSTRAPPING in " ".join((event.get("message") or "").split()):
-                self._bootstrap_failures[event.get("started_with")] += 1
+            elif kind == "group-joining":
+                self._joining[event["pid"]] = event
+                self._phase = "joining the process group" if self._phase == "starting" else self._phase
+            elif kind == "group-joined":
+                self._joining.pop(event["pid"], None)
+                self._phase = "running" if self._phase != "training" else self._phase
+            elif kind == "launched":
+                self._places[event["pid"]] = event
+            elif kind == "error":
+                self._failed.add(event["pid"])
+                if BOOTSTRAPPING in " ".join((event.get("message") or "").split()):
+                    self._bootstrap_failures[event.get("started_with")] += 1
             elif kind == "start" and self._phase == "starting":
                 self._phase = "running"
         failures = max(self._bootstrap_failures.values(), default=0)
         if failures >= _BOOTSTRAP_FAILURES_TO_STOP:
             return (f"spawned workers failed {failures} times while importing the script (processes "
                     "started at import time, re-run by every child), so the run was stopped without waiting")
-        return None
+        return self._collision()
+
+    def _collision(self) -> str | None:
+        """Processes waiting to join the process group as one rank: the group can never form, so waiting for the
+        timeout is pointless (LOCAL_RANK passed as the rank, the same on every node)."""
+        by_rank: dict[int, list[dict[str, Any]]] = {}
+        for pid, event in self._joining.items():
+            if event.get("asked_rank", -1) >= 0 and pid not in self._failed:
+                by_rank.setdefault(event["asked_rank"], []).append(event)
+        shared = sorted((rank, events) for rank, events in by_rank.items() if len(events) > 1)
+        if not shared:
+            self._collided_since = None
+            return None
+        now = time.monotonic()
+        self._collided_since = self._collided_since or now
+        if now - self._collided_since < _COLLISION_SECONDS:
+            return None
+        rank, events = shared[0]
+        places = [self._places.get(e["pid"], {}) for e in events]
+        where = f" at {shown_path(events[0]['file'])}:{events[0].get('line')}" if events[0].get("file") else ""
+        nodes = sorted({p.get("node") for p in places if p.get("node") is not None})
+        local = all(p.get("local_rank") == rank for p in places) and len(nodes) > 1
+        named = ", ".join(map(str, nodes[:-1])) + f" and {nodes[-1]}" if nodes else ""
+        who = (f"the processes of nodes {named} each asked{where} to join as rank {rank} (their local rank)" if local
+               else f"{counted(len(events), 'process', 'processes')} asked{where} to join as rank {rank}")
+        why = ("; the script passes LOCAL_RANK where the global rank belongs (RANK, or no rank= at all: the launcher's "
+               "environment gives it)" if local else "")
+        return (f"ranks collided: {who}, so the process group of {events[0].get('world_size')} could never form and "
+                f"the run was stopped without waiting{why}")
 
     def status(self) -> str:
         steps = ", ".join(f"rank {r} step {s}" if r is not None else f"step {s}" for r, s in sorted(self._steps.items(), key=str))

@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass, replace
 from functools import partial
 
-from pitfall_lint.analysis.distributed import sets_up_distributed
+from pitfall_lint.analysis.distributed import sets_up_distributed, starts_process_group
 from pitfall_lint.analysis.processes import option_defaults
 from pitfall_lint.analysis.scopes import is_main_guard
 from pitfall_lint.context import FileContext
@@ -23,11 +23,13 @@ _WORKERS = frozenset({
     "multiprocessing.Process", "multiprocessing.Pool", "torch.multiprocessing.Process", "torch.multiprocessing.Pool",
     "multiprocessing.get_context", "torch.multiprocessing.get_context", "concurrent.futures.ProcessPoolExecutor",
 })
+_DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel"})
 _DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign,
                 ast.AnnAssign, ast.AugAssign, ast.Pass)
 # Module-level calls of a model file that only configure things (sys.path.append, warnings.filterwarnings).
 _SETUP_MODULES = frozenset({"sys", "os", "warnings", "logging", "torch", "np", "numpy", "random", "matplotlib"})
 _LOCAL_RANK_OPTIONS = ("--local_rank", "--local-rank")
+_MAX_IMPORTED = 200  # project files followed from one script's imports
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,105 @@ def _local_rank_option(tree: ast.Module) -> str | None:
                 if isinstance(argument, ast.Constant) and argument.value in _LOCAL_RANK_OPTIONS:
                     return argument.value
     return None
+
+
+def _imported_names(tree: ast.Module) -> list[str]:
+    """Each module or name the file imports, anywhere in its code, dotted as written (`options`, `.config.load`)."""
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = "." * node.level + (node.module or "")
+            names += [f"{base}.{a.name}" if node.module else f"{base}{a.name}" for a in node.names if a.name != "*"]
+            names += [base] if node.module else []
+    return names
+
+
+def imported_files(path: str, tree: ast.Module, model: ProjectModel) -> list[str]:
+    """The project's files the script imports, directly or through one another, in the order met: where its launch
+    contract may be written (an `options.py` declaring `--local_rank`)."""
+    found: list[str] = []
+    todo = [(path, tree)]
+    while todo and len(found) < _MAX_IMPORTED:
+        importer, imports = todo.pop(0)
+        for name in _imported_names(imports):
+            module = model.module_file(importer, name)
+            if module is None or module in found or os.path.realpath(module) == os.path.realpath(path):
+                continue
+            found.append(module)
+            try:
+                with open(module, "rb") as handle:
+                    todo.append((module, ast.parse(handle.read(), filename=module)))
+            except (OSError, SyntaxError, ValueError):
+                continue
+    return found
+
+
+def _imported_contexts(files: list[str]) -> list[FileContext]:
+    contexts = []
+    for path in files:
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+            contexts.append(_context(path, data, ast.parse(data, filename=path)))
+        except (OSError, SyntaxError, ValueError):
+            continue
+    return contexts
+
+
+def with_imported_contract(plan: Plan, path: str, data: bytes, tree: ast.Module, files: list[str]) -> Plan:
+    """The plan with the launch contract of the modules the script imports: a plain script whose imported helper
+    sets up the process group (reading LOCAL_RANK, calling init_process_group) runs as N ranks, as the helper expects;
+    a distributed script with no `--local_rank` of its own takes the one an imported `options.py` declares, which each
+    rank must get, or the script runs as a single process."""
+    imported = _imported_contexts(files)
+    ctx = _context(path, data, tree)
+    if plan.kind == "script" and not _calls(ctx, _SPAWNERS | _WORKERS | _DATA_PARALLEL):
+        setter = next((c for c in imported if starts_process_group(c) and not _calls(c, _SPAWNERS | _WORKERS)), None)
+        if setter is not None:
+            plan = Plan("distributed", f"it imports {shown_path(setter.path)}, which sets up distributed training, so it "
+                        "runs as N ranks under torch.distributed.run", local_rank_option=_local_rank_option(tree))
+    if plan.kind != "distributed" or plan.local_rank_option is not None:
+        return plan
+    option = next((o for c in imported if (o := _local_rank_option(c.tree)) is not None), None)
+    return replace(plan, local_rank_option=option) if option else plan
+
+
+def _int_constants(tree: ast.Module) -> dict[str, int]:
+    """Names the file binds to one integer and nothing else (`WORLD_SIZE = 4`, `n_gpus = 4`)."""
+    values: dict[str, set[object]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            value = node.value.value if isinstance(node.value, ast.Constant) and not isinstance(node, ast.AugAssign) else None
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    values.setdefault(target.id, set()).add(value)
+    return {name: v for name, (v, *rest) in values.items() if not rest and type(v) is int}
+
+
+def hard_coded_devices(path: str, data: bytes, tree: ast.Module) -> tuple[int, int] | None:
+    """The CUDA devices the script was written for, where it spells them as constants (`mp.spawn(..., nprocs=4)`,
+    `nprocs=WORLD_SIZE` with `WORLD_SIZE = 4`, `device_ids=[0, 1, 2, 3]`): the most it asks for, with the line. A run
+    with fewer fails at the first device it lacks; one with that many runs it as written."""
+    ctx = _context(path, data, tree)
+    constants = _int_constants(tree)
+    found: list[tuple[int, int]] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        for keyword in node.keywords:
+            value = keyword.value
+            if keyword.arg == "nprocs" and (ctx.qualified_name(node.func, []) or "") in _SPAWNERS:
+                count = value.value if isinstance(value, ast.Constant) else constants.get(getattr(value, "id", ""))
+                if type(count) is int:
+                    found.append((count, node.lineno))
+            elif keyword.arg == "device_ids" and isinstance(value, (ast.List, ast.Tuple)) and value.elts:
+                ids = [e.value for e in value.elts if isinstance(e, ast.Constant) and type(e.value) is int]
+                if len(ids) == len(value.elts):
+                    found.append((max(ids) + 1, node.lineno))
+    return max(found, key=lambda f: f[0]) if found else None
 
 
 def _module_classes(ctx: FileContext) -> list[str]:

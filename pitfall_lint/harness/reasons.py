@@ -20,6 +20,8 @@ NEEDS_CUDA = re.compile(
     r"Torch not compiled with CUDA enabled|Found no NVIDIA driver|No CUDA GPUs are available|invalid device ordinal"
     r"|CUDA driver version is insufficient|no attribute '_cuda_setDevice'|ProcessGroupNCCL is only supported with GPUs"
 )
+# A device index past the virtual devices of the run (virtual_cuda's words).
+_BEYOND_VIRTUAL = re.compile(r"\[pitfall-lint: (?P<count>\d+) virtual devices, asked for \d+\]")
 # Raised by launchers when a child failed: never the cause, always the echo of another failure.
 # SignalException: torch's launcher turning the SIGTERM of a stopped run into an exception.
 ECHOES = frozenset({"ChildFailedError", "ProcessExitedException", "ProcessRaisedException", "KeyboardInterrupt",
@@ -249,6 +251,10 @@ def _crash(error: dict[str, Any], project_root: str, network_closed: bool, scrip
     if kind == "ModuleNotFoundError" and error.get("module"):
         return Stop(f"the script needs the module {error['module']!r}{where}",
                     _install_hint(error["module"], project_root, script_path))
+    beyond = _BEYOND_VIRTUAL.search(error.get("message") or "")
+    if beyond:  # more devices than the run gave, not a missing GPU: more virtual ones will do
+        return Stop(f"the code asked for a CUDA device{where} beyond the {beyond['count']} virtual ones of this run",
+                    "--nproc N gives it N: pass the number of GPUs it was written for")
     if NEEDS_CUDA.search(error.get("message") or ""):
         return Stop(f"the code needs CUDA, which this run lacks{where} ({kind}: {message})", "run verify on a GPU machine")
     if network_closed and (_NETWORK.search(error.get("message") or "") or _NETWORK.search(kind or "")):

@@ -26,9 +26,12 @@ from pitfall_lint.harness.planning import (
     Plan,
     constructor_call,
     enclosing_class,
+    hard_coded_devices,
+    imported_files,
     model_classes,
     plan_run,
     plan_through_callers,
+    with_imported_contract,
 )
 from pitfall_lint.harness.probes import all_probes
 from pitfall_lint.harness.probes.base import Command, Launch, last_line, same_file
@@ -305,12 +308,28 @@ def verify(
     if plan.kind is None and options.example is None and project.model is not None:
         plan, caller = plan_through_callers(project.model.module_callers(path))
         running = _read_source(caller)[1] if caller is not None else source
+    # The launch contract is the whole program's: a `--local_rank` or a launcher's pitfall in a module it imports.
+    imported = imported_files(running.path, running.tree, project.model) if project.model is not None else []
+    running_data = data if running is source else Path(running.path).read_bytes()
+    plan = with_imported_contract(plan, running.path, running_data, running.tree, imported) \
+        if running.notebook is None else plan
+    written_for = hard_coded_devices(running.path, running_data, running.tree) \
+        if plan.kind in ("script", "distributed") and running.notebook is None else None
+    if written_for is not None and written_for[0] > options.nproc:
+        count, line = written_for
+        options = replace(options, nproc=count)
+        shown = shown_path(running.path)
+        devices_note = (f"the script is written for {count} CUDA devices ({shown}:{line}): verify gave it {count} "
+                        f"(--nproc {count})")
+    else:
+        devices_note = None
     probes = all_probes()
     options = replace(options, selected=frozenset(rule.info.code for rule in rules))
     report = VerifyReport(path=path, plan=plan, mode="not run")
     script_findings = [f for f in project.in_file(path) if f.code in probes]
     port = _free_loopback_port()
     launched = script_findings + [f for f in project.in_file(running.path) if f.code in probes and running is not source]
+    launched += [f for module in imported for f in project.in_file(module) if f.code in probes]
     probed = {code: [f for f in launched if f.code == code] for code in probes}
 
     def start(script: str) -> Command:
@@ -325,19 +344,74 @@ def verify(
     report.mode = f"{plan.kind}: {start(script).what}; {device_note}"
     runnable = {id(f): source.run_line(f) for file in project.by_file.values() for f in file if f.code in probes}
     findings = {id(f): f for file in project.by_file.values() for f in file if f.code in probes}
-    requested: dict[str, str] = {}
-    for code, probe in probes.items():
-        requested.update(probe.environment([runnable[i] for i, f in findings.items() if f.code == code]))
-    if not marked:
-        requested["PITFALL_LINT_PROJECT_FLAT"] = "1"
+    about_script = {"PITFALL_LINT_PROJECT_FLAT": "1"} if not marked else {}
     if not os.path.isabs(running.path):
-        requested[SCRIPT_AS_GIVEN] = running.path  # the script's sys.argv[0], spelt as `python PATH` would have it
-    enclosed = _Enclosed(str(root), device, options, port, requested, progress)
+        about_script[SCRIPT_AS_GIVEN] = running.path  # the script's sys.argv[0], spelt as `python PATH` would have it
+    enclosed = _Enclosed(str(root), device, options, port, _conditions(findings, runnable, frozenset()), progress,
+                         about_script)
     outcome, run, enclosure, report.written = enclosed.run(plan, start, script)
     report.scratch = str(enclosure.scratch)
+    report.notes += [devices_note] if devices_note else []
     _conclude(report, run, outcome, enclosure, options, project, source, running, findings, runnable, str(root))
+    lifted: dict[str, str] = {}  # the probes whose conditions the later runs went without, with how
+    while (lifting := _lift_confirmed(report, probed, lifted)) is not None:
+        run = _run_again(report, lifting, lifted, enclosed, plan, probed, script, project, source, running, findings,
+                         runnable)
+        lifted |= lifting
     _probe_unexercised(report, run, enclosed, project, runnable, running.path, device_note)
     return report
+
+
+def _conditions(findings: dict[int, Diagnostic], runnable: dict[int, Diagnostic], lifted: frozenset[str]) -> dict[str, str]:
+    """What the probes set up for the run (a held port, a debug flag), but those of the probes lifted."""
+    requested: dict[str, str] = {}
+    for code, probe in all_probes().items():
+        if code not in lifted:
+            requested.update(probe.environment([runnable[i] for i, f in findings.items() if f.code == code]))
+    return requested
+
+
+def _lift_confirmed(report: VerifyReport, probed: dict[str, list[Diagnostic]],
+                    lifted: dict[str, str]) -> dict[str, str] | None:
+    """The probes whose conditions made the run fail on purpose and whose findings that confirmed, each with how a
+    run goes without them, when other findings of the file never got to run; None when there is nothing to run again
+    for."""
+    probes = all_probes()
+    confirmed = {v.finding.code for v in report.verdicts if v.status == "confirmed"} - lifted.keys()
+    lifting = {code: how for code in sorted(confirmed) if (how := probes[code].lifted(probed.get(code, []))) is not None}
+    waiting = any(v.status == "not-run" and v.finding.code not in lifting for v in report.verdicts)
+    return lifting if lifting and waiting else None
+
+
+def _run_again(report: VerifyReport, lifting: dict[str, str], lifted: dict[str, str], enclosed: _Enclosed, plan: Plan,
+               probed: dict[str, list[Diagnostic]], script: str, project: ProjectFindings,
+               source: _Source, running: _Source, findings: dict[int, Diagnostic],
+               runnable: dict[int, Diagnostic]) -> RunRecord:
+    """A confirmation that ended the run must not cost the other findings theirs: the run again without the conditions
+    of the probes confirmed (the held port, the second node), judging the findings the earlier runs left; returns
+    what the new run recorded."""
+    settled = frozenset(lifted | lifting)
+    done = [v for v in report.verdicts if v.finding.code in settled]
+    left = {key: f for key, f in findings.items() if f.code not in settled}
+    unprobed = {code: ([] if code in settled else own) for code, own in probed.items()}
+    again = replace(enclosed, requested=_conditions(left, runnable, settled))
+    start = partial(_command, plan, options=enclosed.options, port=enclosed.port, probed=unprobed)
+    how = " and ".join((lifted | lifting).values())
+    enclosed.progress(f"running again {how}: the {' and '.join(lifting)} confirmation ended the run")
+    outcome, run, enclosure, written = again.run(plan, start, script)
+    command = start(script)
+    second = VerifyReport(path=report.path, plan=plan,
+                          mode=f"run again {how}: {command.what}; {_device_mode(enclosed.options, command)[1]}")
+    _conclude(second, run, outcome, enclosure, enclosed.options, project, source, running, left, runnable, again.root)
+    report.verdicts = done + second.verdicts
+    report.notes += [n for n in second.notes if n not in report.notes]
+    report.notes.append(f"the {' and '.join(lifting)} confirmation ended the run: verify ran the script again {how} "
+                        f"({outcome.seconds:.1f} s) for the other findings")
+    report.written += [w for w in written if w not in report.written]
+    report.seconds += second.seconds
+    report.outcome += f"; run again, {second.outcome}"
+    report.stop, report.unexplained, report.failure = second.stop, second.unexplained, second.failure
+    return run
 
 
 @dataclass(frozen=True)
@@ -350,6 +424,7 @@ class _Enclosed:
     port: int
     requested: dict[str, str]
     progress: Callable[[str], None]
+    about_script: dict[str, str]  # what every run is told of the script: its path as typed, a project with no marker
 
     def run(self, plan: Plan, start: Callable[[str], Command],
             script: str) -> tuple[RunOutcome, RunRecord, Enclosure, list[str]]:
@@ -359,8 +434,9 @@ class _Enclosed:
         try:
             (scratch / "trace").mkdir()
             enclosure = Enclosure.around(scratch, [self.root, os.getcwd()], home, not self.options.allow_network)
+            requested = {**self.about_script, **self.requested}
             outcome = _run(enclosure, plan, start, script, self.root, self.device, self.options, self.port,
-                           self.requested, scratch, self.progress)
+                           requested, scratch, self.progress)
             run = RunRecord.read(script, scratch / "trace", outcome.output, outcome.returncode, outcome.timed_out,
                                  enclosure.outside, outcome.stopped, outcome.stopping_since)
             written = enclosure.written()

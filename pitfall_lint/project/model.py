@@ -1009,6 +1009,12 @@ class ProjectModel:
         candidates = self._possible_callers(path, "", name) if module_level else self._files_naming(name)
         return any(other != path for other in candidates)
 
+    def module_file(self, importer: str, dotted: str) -> str | None:
+        """The project's file that an import in `importer` names (`options`, `.config`, `utils.options.parse_args`);
+        None for a module outside the project."""
+        found = self._layout.resolve(os.path.abspath(importer), dotted)
+        return found[0] if found else None
+
     def module_callers(self, path: str) -> list[tuple[str, int, str]]:
         """Where the other files of the project call the module-level functions of `path`: (file, line, function)."""
         path = os.path.abspath(path)

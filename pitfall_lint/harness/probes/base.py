@@ -105,6 +105,12 @@ class Probe:
         """Conditions to set up for the run (a slower disk, a busy port), given this probe's findings."""
         return {}
 
+    def lifted(self, findings: list[Diagnostic]) -> str | None:
+        """For a probe whose conditions or launch make the run fail on purpose: how a second run goes without them,
+        once a finding of it is confirmed ("with port 12355 free"), so that the other findings get their run; None for
+        a probe that changes nothing the script can fail on."""
+        return None
+
     def launch(self, findings: list[Diagnostic], launch: Launch) -> Command | None:
         """The command when the pitfall shows only under another launch than the plan's; None to run as planned.
         Asked only for a distributed script with findings of this probe."""

@@ -17,6 +17,11 @@ def _port_on(line: str) -> int | None:
     return ports[0] if ports else None
 
 
+def _ports(findings: list[Diagnostic]) -> list[int]:
+    """The fixed ports the findings' lines name: verify holds them, as a second job on the machine would."""
+    return sorted({port for f in findings if (port := _port_on(linecache.getline(f.path, f.line))) is not None})
+
+
 class HardcodedPortProbe(Probe):
     code = "PFL306"
     kinds = frozenset({"script", "distributed", "notebook"})
@@ -27,9 +32,12 @@ class HardcodedPortProbe(Probe):
                             "start"),)
 
     def environment(self, findings: list[Diagnostic]) -> dict[str, str]:
-        ports = {_port_on(linecache.getline(f.path, f.line)) for f in findings}
-        ports.discard(None)
-        return {"PITFALL_LINT_HOLD_PORTS": ",".join(str(p) for p in sorted(ports))} if ports else {}  # type: ignore[type-var]
+        ports = _ports(findings)
+        return {"PITFALL_LINT_HOLD_PORTS": ",".join(map(str, ports))} if ports else {}
+
+    def lifted(self, findings: list[Diagnostic]) -> str | None:
+        ports = _ports(findings)
+        return f"with port {', '.join(map(str, ports))} free" if ports else None
 
     def judge(self, finding: Diagnostic, run: RunRecord) -> Judgement | None:
         held = [e["port"] for e in run.of("port-held") if not e.get("error")]

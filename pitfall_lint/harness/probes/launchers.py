@@ -50,6 +50,9 @@ class RankVsLocalRankProbe(Probe):
     def environment(self, findings: list[Diagnostic]) -> dict[str, str]:
         return {RECORD_WRITES: "1"} if findings else {}
 
+    def lifted(self, findings: list[Diagnostic]) -> str:
+        return "on one node"
+
     def launch(self, findings: list[Diagnostic], launch: Launch) -> Command:
         per_node = max(1, launch.nproc // 2)
         command = [
@@ -113,6 +116,9 @@ class RankVsLocalRankProbe(Probe):
 class LegacyLocalRankProbe(Probe):
     code = "PFL307"
     kinds = frozenset({"distributed"})
+
+    def lifted(self, findings: list[Diagnostic]) -> str:
+        return "under torch.distributed.run"
 
     def launch(self, findings: list[Diagnostic], launch: Launch) -> Command:
         command = launch.agent("torch.distributed.launch", 1, launch.nproc, "pitfall_lint.harness.child.run_launched")
