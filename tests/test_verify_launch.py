@@ -25,8 +25,8 @@ def test_a_confirmed_port_leaves_the_other_findings_a_run_with_the_port_free(tmp
         "DistNetworkError", "The server socket has failed to listen on any local network address. port: 29512, "
         "useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use")
     assert port["mode"] == report["mode"]
-    again = ("run again with port 29512 free: the script, with nn.DataParallel 2-way; 2 virtual CUDA devices on the CPU "
-             "(no real GPU visible)")
+    again = ("run again with port 29512 free: the script and the processes it starts (torch.multiprocessing.spawn); "
+             "2 virtual CUDA devices on the CPU (no real GPU visible)")
     assert (loader["code"], loader["mode"], loader["evidence"]["mechanism"]) == (
         "PFL401", again, "ranks 0, 1 each iterated all 64 samples through a RandomSampler: every rank trains on the "
         "whole dataset, so an epoch is N times the data")
