@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from pitfall_lint.harness import isolation
+from test_verify import verdicts
 from test_verify_realistic import project, run_verify, snapshot
 
 pytest.importorskip("torch", reason="verify needs torch (the [verify] extra); CI installs torch==2.13.0")
@@ -76,6 +77,24 @@ def test_a_project_in_the_home_folder_is_copied_and_the_home_folder_replaced(tmp
     assert snapshot(folder) == before
 
 
+def test_writes_above_the_project_and_to_absolute_paths_never_reach_the_tree(tmp_path: Path) -> None:
+    # A flat script in src/ with no project marker: its log goes to ../result, its weights to an absolute path
+    # outside the project; neither folder exists yet. The whole parent folder is listed, sizes and mtimes.
+    folder = project(tmp_path, "flat_writes")
+    checkpoints = tmp_path / "checkpoints"
+    before = snapshot(tmp_path)
+    returncode, report, stderr = run_verify(Path("train_DP.py"), "--", "--epochs", "1", "--save_dir", str(checkpoints),
+                                            cwd=folder / "src")
+    assert returncode == 1, stderr
+    assert verdicts(report) == {("PFL203", 53, "confirmed"), ("PFL212", 56, "confirmed")}
+    assert (report["stop"], report["unexplained"]) == (None, [])
+    assert snapshot(tmp_path) == before
+    assert report["files"] == (f"copy-on-write overlay on {Path.home()}, {folder / 'src'}, and every other folder the run "
+                               f"may write to (in {tempfile.gettempdir()}, the ones that hold these)")
+    # The weights torch.save writes are verify's own checkpoints (redirected); the rest is listed as written.
+    assert report["written"] == [str(checkpoints / "args.txt"), str(folder / "result" / "log_train_DP.txt")]
+
+
 def _processes_mentioning(marker: str) -> list[str]:
     listing = subprocess.run(["ps", "-ww", "-eo", "pid,stat,args"], capture_output=True, text=True, check=True).stdout
     return [line for line in listing.splitlines()[1:] if marker in line and " Z" not in line and "ps -eo" not in line]
@@ -85,11 +104,19 @@ def _scratch_folders(temporary: Path) -> list[str]:
     return glob.glob(os.path.join(temporary, "pitfall-lint-verify-*"))
 
 
+@pytest.fixture
+def outside_the_tree() -> Iterator[Path]:
+    """A folder of /tmp that holds none of the run's folders: the one place a run writes to for real."""
+    folder = Path(tempfile.mkdtemp(prefix="pitfall-lint-test-"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.mark.parametrize("kill", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
-def test_killing_verify_leaves_no_process_and_no_scratch_folder(tmp_path: Path, kill: signal.Signals) -> None:
+def test_killing_verify_leaves_no_process_and_no_scratch_folder(tmp_path: Path, kill: signal.Signals,
+                                                                  outside_the_tree: Path) -> None:
     folder = project(tmp_path, "launch")
-    pids, temporary = tmp_path / "pids", tmp_path / "tmp"
-    pids.mkdir()
+    pids, temporary = outside_the_tree, tmp_path / "tmp"  # the ranks' pid files must reach the test
     temporary.mkdir()
     verify = subprocess.Popen(
         [sys.executable, "-m", "pitfall_lint", "verify", str(folder / "hangs_in_ddp.py"), "--timeout", "300"],

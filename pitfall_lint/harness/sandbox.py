@@ -2,8 +2,8 @@
 
 The parent describes it (`Enclosure`); a small launcher, `python -S -m pitfall_lint.harness.sandbox SPEC --
 COMMAND...`, builds it before running the command: it dies with verify (PR_SET_PDEATHSIG), takes a mount
-namespace with a copy-on-write overlay on each sealed folder (the project, the working folder, the home
-folder) and a private /dev/shm, a network namespace with loopback only, and a PID namespace whose first
+namespace with a copy-on-write overlay on every folder a program may write to (`seal_set`: the project, the
+working folder, the home folder, their parents, any absolute path) and a private /dev/shm, a network namespace with loopback only, and a PID namespace whose first
 process reaps everything and takes every other process with it when it ends. Where the folders cannot be
 sealed in place the run works in a scratch copy of the project and the working folder, with an empty home
 folder (`Enclosure.copy`), and its processes still die with their parents.
@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import stat
@@ -29,12 +30,15 @@ SEAL_UNAVAILABLE = 213  # the launcher's exit status when it could not seal the 
 UNSEALED_NO_NAMESPACES = "namespaces are not permitted here"
 _COPY_LIMIT_BYTES = 512 * 1024**2
 _IGNORED_WRITES = ("__pycache__",)
+_RUNTIME_FOLDERS = ("/proc", "/sys", "/dev", "/run")  # the system's: kernel views, devices, sockets and locks
+_SHARED_TEMPORARY = ("/tmp", "/var/tmp")  # every program's temporary files and sockets, not the user's tree
 
 
 @dataclass
 class Enclosure:
     scratch: Path
-    sealed: list[str]  # folders made copy-on-write (the run's and the home folder), outermost only
+    sealed: list[str]  # the run's folders and the home folder, outermost only (as the report names them)
+    layers: list[str]  # every folder made copy-on-write: these and all others a program may write to (`seal_set`)
     copied: list[str]  # where they cannot be: the run's folders copied, outermost only (the home one is replaced)
     loopback_only: bool = True
     copy_root: Path | None = None  # where the run's folders were copied when they could not be sealed in place
@@ -43,12 +47,14 @@ class Enclosure:
 
     @classmethod
     def around(cls, scratch: Path, folders: list[str], home: str, loopback_only: bool) -> Enclosure:
-        """Seals the run's folders (the project, the working folder) and the home folder."""
-        return cls(scratch, _outermost([*folders, home], scratch), _outermost(folders, scratch), loopback_only)
+        """Seals the run's folders (the project, the working folder), the home folder, and every other folder a
+        program may write to."""
+        sealed = _outermost([*folders, home], scratch)
+        return cls(scratch, sealed, seal_set(scratch, sealed), _outermost(folders, scratch), loopback_only)
 
     def spec(self, cwd: str) -> Path:
         layers = []
-        for index, folder in enumerate([] if self.copy_root else self.sealed):
+        for index, folder in enumerate([] if self.copy_root else self.layers):
             upper, work = self.scratch / "layers" / str(index) / "upper", self.scratch / "layers" / str(index) / "work"
             upper.mkdir(parents=True, exist_ok=True)
             work.mkdir(parents=True, exist_ok=True)
@@ -123,7 +129,7 @@ class Enclosure:
                         if not os.path.exists(theirs) or _changed(mine, theirs):
                             found.append(theirs)
             return sorted(found)
-        for index, folder in enumerate(self.sealed):
+        for index, folder in enumerate(self.layers):
             upper = self.scratch / "layers" / str(index) / "upper"
             for directory, subdirectories, files in os.walk(upper):
                 subdirectories[:] = [d for d in subdirectories if d not in _IGNORED_WRITES]
@@ -151,6 +157,59 @@ def remove_scratch(folder: str | Path) -> None:
                 with contextlib.suppress(OSError):
                     os.chmod(path, stat.S_IRWXU)
     shutil.rmtree(folder, ignore_errors=True)
+
+
+def seal_set(scratch: Path, run_folders: list[str]) -> list[str]:
+    """Every folder a program may write to, in as few overlays as cover them: not only the run's own folders, since a
+    script writes wherever its paths lead ('../result/log.txt' from a flat src/, an absolute path, the home folder).
+    A folder is sealed whole unless it holds the scratch folder or a mount point (an overlay cannot hold its own
+    upper layer, and would hide the mount): then each of its sub-folders is, in turn. Left as they are: the system's
+    runtime folders, read-only mounts (a write there fails as it would), and, in the shared temporary folders (the
+    one that holds the scratch, /tmp, /var/tmp), what does not hold the run's folders."""
+    mounts = _mount_points()
+    scratch_real = os.path.realpath(scratch)
+    held = {os.path.dirname(scratch_real)} | {os.path.dirname(m) for m, _ in mounts}
+    split = {ancestor for folder in held for ancestor in _ancestors(folder)}
+    readonly = {m for m, options in mounts if "ro" in options.split(",")}
+    shared = {os.path.dirname(scratch_real), *_SHARED_TEMPORARY}
+    chosen: list[str] = []
+
+    def visit(folder: str) -> None:
+        try:
+            entries = sorted(e.path for e in os.scandir(folder) if e.is_dir(follow_symlinks=False))
+        except OSError:
+            return  # a folder this user cannot list: nothing in it can be written by the run either
+        for path in entries:
+            if path in _RUNTIME_FOLDERS or path in readonly or path == scratch_real:
+                continue
+            if folder in shared and not any(_inside(path, f) or _inside(f, path) for f in run_folders):
+                continue
+            if path in split or any(c in path for c in ",:\\"):  # an overlay cannot name such a path
+                visit(path)
+            elif os.access(path, os.X_OK):
+                chosen.append(path)
+
+    visit("/")
+    return chosen
+
+
+def _mount_points() -> list[tuple[str, str]]:
+    """Each mount point of this mount namespace with its options (/proc/self/mountinfo, octal escapes decoded)."""
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return []
+    unescape = (lambda field: re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field))
+    return [(unescape(fields[4]), fields[5]) for fields in (line.split() for line in lines) if len(fields) > 5]
+
+
+def _ancestors(folder: str) -> list[str]:
+    """The folder and every folder above it, up to /."""
+    found = [folder]
+    while folder != "/":
+        folder = os.path.dirname(folder)
+        found.append(folder)
+    return found
 
 
 def _outermost(folders: list[str], scratch: Path) -> list[str]:

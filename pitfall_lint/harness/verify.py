@@ -559,7 +559,8 @@ def _run(enclosure: Enclosure, plan: Plan, start: Callable[[str], Command], scri
 def _describe_seal(enclosure: Enclosure) -> str:
     if enclosure.copy_root is not None:
         return f"a scratch copy of {', '.join(enclosure.copied)}, with an empty home folder ({enclosure.unsealed})"
-    return f"copy-on-write overlay on {', '.join(enclosure.sealed)}"
+    return (f"copy-on-write overlay on {', '.join(enclosure.sealed)}, and every other folder the run may write to (in "
+            f"{os.path.dirname(enclosure.scratch)}, the ones that hold these)")
 
 
 def _describe_outcome(outcome: RunOutcome, timeout: float) -> str:
