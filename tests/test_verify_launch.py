@@ -77,8 +77,8 @@ def test_a_script_written_for_four_gpus_runs_on_four_virtual_ones(tmp_path: Path
     returncode, report, stderr = run_verify(folder / "train.py", cwd=folder)
     assert (returncode, report["unexplained"], report["stop"]) == (1, [], None), stderr
     assert verdicts(report) == {("PFL203", 27, "confirmed")}
-    assert report["mode"] == ("script: the script, with nn.DataParallel 4-way; 4 virtual CUDA devices on the CPU (no "
-                              "real GPU visible)")
+    assert report["mode"] == ("script: the script and the processes it starts (torch.multiprocessing.spawn); 4 virtual "
+                              "CUDA devices on the CPU (no real GPU visible)")
     assert report["notes"][0] == "the script is written for 4 CUDA devices (train.py:32): verify gave it 4 (--nproc 4)"
 
 
