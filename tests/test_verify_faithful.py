@@ -58,3 +58,21 @@ def test_a_rank_killed_by_a_signal_is_named_with_where_it_crashed(tmp_path: Path
     assert verdicts(report) == {("PFL203", 34, "not-run")}
     assert report["findings"][0]["evidence"]["mechanism"] == f"line 34 never ran: {report['stop']}"
     assert stderr.strip().splitlines()[-1] == f"error: {folder / 'train.py'}: {report['stop']}"
+
+
+# --- a DDP script whose compiled extension crashes at the interpreter's exit, after every line of the script ran ------
+
+
+def test_a_rank_killed_after_its_script_ended_is_a_note_not_the_runs_failure(tmp_path: Path) -> None:
+    """gloo's threads meeting a peer that already left, or a native library's exit, can kill a rank in the
+    interpreter's teardown: torch's launcher then reports the run failed, but nothing the script does was cut short."""
+    folder = project(tmp_path, "teardown_crash")
+    returncode, report, stderr = run_verify(folder / "train.py", cwd=folder)
+    assert (returncode, report["outcome"]) == (1, "failed (exit code 1); no process left behind"), stderr
+    assert verdicts(report) == {("PFL203", 25, "confirmed")}
+    assert (report["stop"], report["unexplained"]) == (None, [])
+    crashed = {f"rank {rank} was killed by SIGABRT at profiler.py:15 in __del__ after its script had ended, in the "
+               "interpreter's teardown (native code): torch's launcher reports the run failed; no finding is about it "
+               "and no line of the program was cut short, so verify does not count it as the run's failure"
+               for rank in (0, 1)}
+    assert [n for n in report["notes"] if "teardown" in n][0] in crashed

@@ -71,11 +71,12 @@ def shown_path(path: str) -> str:
     return relative if not relative.startswith("..") else path
 
 
-def first_cause(run: RunRecord) -> dict[str, Any] | None:
-    causes = [e for e in run.errors if e.get("type") not in ECHOES]
+def first_cause(run: RunRecord, ignoring: frozenset[int] | set[int] = frozenset()) -> dict[str, Any] | None:
+    errors = [e for i, e in enumerate(run.errors) if i not in ignoring]
+    causes = [e for e in errors if e.get("type") not in ECHOES]
     if causes or run.timed_out or run.stopped:
         return causes[0] if causes else None
-    return run.errors[0] if run.errors else None
+    return errors[0] if errors else None
 
 
 def final_statement(tree: ast.Module) -> range:
@@ -120,7 +121,8 @@ def stop_point(run: RunRecord, script_path: str, project_root: str, network_clos
     refused = run.of("arguments-refused")
     if refused:
         return _refused_arguments(refused[0], run, script_path, project_root)
-    error = first_cause(run)
+    after_the_end = crashed_after_the_end(run)
+    error = first_cause(run, ignoring=set(after_the_end))
     ended = ended_by_verifys_collective_timeout(run)
     if error is not None and run.errors.index(error) in ended:
         waited = min(i for i in ended if "imed out" in (run.errors[i].get("message") or ""))  # the wait that timed out
@@ -141,7 +143,7 @@ def stop_point(run: RunRecord, script_path: str, project_root: str, network_clos
         return Stop(f"the script exited{_where(exit_event.get('place'))} {said}",
                     "if it wants more GPUs, --nproc N gives it N virtual ones" if "gpu" in said.lower() else "",
                     place=exit_event.get("place"))
-    if run.returncode not in (0, None):
+    if run.returncode not in (0, None) and not after_the_end:
         return Stop(f"the run ended with exit code {run.returncode}" + (f": {last_line(run.output)}" if run.output.strip() else ""))
     return None
 
@@ -150,24 +152,52 @@ def stop_point(run: RunRecord, script_path: str, project_root: str, network_clos
 _KILLED_RANK = re.compile(r"rank\s*:\s*(?P<rank>\d+)[^\n]*\n\s*exitcode\s*:\s*-(?P<signal>\d+) \(pid: (?P<pid>\d+)\)")
 
 
+def _killed_rank(error: dict[str, Any]) -> re.Match[str] | None:
+    if error.get("type") != "ChildFailedError":
+        return None
+    return _KILLED_RANK.search((error.get("message") or "").rpartition("Root Cause")[2])
+
+
+def _signal_name(number: str) -> str:
+    try:
+        return signal.Signals(int(number)).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def crashed_after_the_end(run: RunRecord) -> dict[int, str]:
+    """The launcher's reports (indices in run.errors) of a rank killed by a signal after its script had ended, each
+    with the sentence that says so: a crash in the interpreter's teardown (gloo's threads finding that a peer has
+    already left, a native library's exit), which no line of the program ran into and no finding is about."""
+    ended = {e.get("pid") for e in run.of("exit") if e.get("status") == "ok"}
+    found = {}
+    for index, error in enumerate(run.errors):
+        killed = _killed_rank(error)
+        if killed is not None and int(killed["pid"]) in ended:
+            found[index] = (f"rank {killed['rank']} was killed by {_signal_name(killed['signal'])}"
+                            f"{_crash_place(killed, run)} after its script had ended, in the interpreter's teardown "
+                            "(native code): torch's launcher reports the run failed; no finding is about it and no line of "
+                            "the program was cut short, so verify does not count it as the run's failure")
+    return found
+
+
 def _killed(error: dict[str, Any], run: RunRecord) -> Stop | None:
     """A rank killed by a signal (a crash in native code) leaves only the launcher's report: which rank, which
     signal, and where its Python stack stood, from the dump the crash wrote."""
-    if error.get("type") != "ChildFailedError":
-        return None
-    killed = _KILLED_RANK.search((error.get("message") or "").rpartition("Root Cause")[2])
+    killed = _killed_rank(error)
     if killed is None:
         return None
-    try:
-        name = signal.Signals(int(killed["signal"])).name
-    except ValueError:
-        name = f"signal {killed['signal']}"
-    frames = run.stacks.get(int(killed["pid"]), [])
-    inner = next((f for f in frames if os.path.realpath(f["file"]) in run.lines or f["file"] == run.script), None)
-    where = f"{_where(inner)} in {inner['function']}" if inner else ""
-    return Stop(f"rank {killed['rank']} was killed by {name}{where}: a crash in native code, with no Python error",
+    return Stop(f"rank {killed['rank']} was killed by {_signal_name(killed['signal'])}{_crash_place(killed, run)}: a "
+                "crash in native code, with no Python error",
                 "run the script once without verify: a crash there too is the code's or a compiled extension's; "
                 "none there is verify's")
+
+
+def _crash_place(killed: re.Match[str], run: RunRecord) -> str:
+    """Where the killed process's Python stack stood in the project, from the dump the crash wrote."""
+    frames = run.stacks.get(int(killed["pid"]), [])
+    inner = next((f for f in frames if os.path.realpath(f["file"]) in run.lines or f["file"] == run.script), None)
+    return f"{_where(inner)} in {inner['function']}" if inner else ""
 
 
 def _at_the_end(place: dict[str, Any] | None, script: str, final: range) -> bool:

@@ -39,6 +39,7 @@ from pitfall_lint.harness.project import ProjectFindings, check_project, project
 from pitfall_lint.harness.reasons import (
     ECHOES,
     Stop,
+    crashed_after_the_end,
     ended_by_verifys_collective_timeout,
     final_statement,
     shown_path,
@@ -466,7 +467,9 @@ def _conclude(report: VerifyReport, run: RunRecord, outcome: RunOutcome, enclosu
     if ended_by_finding:
         stop = None  # the run ended with the failure a finding explains: that is the verdict, not a short run
     report.stop = stop.sentence() if stop else None
-    report.unexplained = _unexplained(run, explained | ended_by_verifys_collective_timeout(run))
+    after_the_end = crashed_after_the_end(run)
+    report.notes += list(after_the_end.values())
+    report.unexplained = _unexplained(run, explained | ended_by_verifys_collective_timeout(run) | set(after_the_end))
     unprobed = [f for f in project.in_file(source.path) if f.code not in probes]
     if report.unexplained and unprobed:
         report.notes += [f"{_at(f)} has a {f.code} finding, which verify has no probe for: it may explain the failure"
