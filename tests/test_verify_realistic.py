@@ -319,6 +319,31 @@ def test_a_package_of_the_repository_off_the_scripts_path_gets_the_pythonpath_th
     assert verdicts(report) == {("PFL104", 20, "confirmed"), ("PFL105", 22, "confirmed")}
 
 
+def test_an_import_path_of_another_repository_layout_names_where_the_project_has_the_module(tmp_path: Path) -> None:
+    """`import research.ssl.moco.builder` in a repository that keeps it as moco/builder.py (moco's main_moco.py
+    imports `deeplearning.cross_image_ssl.moco.builder`): the advice is that layout, not `pip install research`."""
+    folder = project(tmp_path, "ssl_layout")
+    returncode, report, stderr = run_verify(folder / "main.py", cwd=folder)
+    expected = ("the script needs the module 'research' at main.py:6; the project has it as moco/builder, under another "
+                "package: the script expects the layout of the repository it came from (set PYTHONPATH or restore that "
+                "layout)")
+    assert (returncode, report["stop"], report["findings"]) == (2, expected, []), stderr
+
+
+def test_a_script_reading_its_clusters_variables_is_told_the_documented_torchrun_command(tmp_path: Path) -> None:
+    """A SLURM script (`int(os.environ.get("SLURM_LOCALID"))`) with a `--torchrun` switch its docstring documents."""
+    folder = project(tmp_path, "cluster_launch")
+    returncode, report, stderr = run_verify(folder / "train.py", cwd=folder)
+    expected = ("the run failed at train.py:23: TypeError: int() argument must be a string, a bytes-like object or a real "
+                "number, not 'NoneType': the script reads SLURM_LOCALID from the environment, which SLURM sets and this "
+                "run does not; run it as train.py's docstring runs it under torchrun: pitfall-lint verify "
+                f"{folder / 'train.py'} -- --torchrun")
+    assert (returncode, report["stop"], report["findings"]) == (2, expected, []), stderr
+    returncode, report, stderr = run_verify(folder / "train.py", "--", "--torchrun", cwd=folder)
+    assert (returncode, report["stop"], report["unexplained"]) == (0, None, []), stderr
+    assert report["outcome"] == "finished without a failure; no process left behind"
+
+
 # --- launches that are not N plain ranks -----------------------------------------------------------------------------
 
 

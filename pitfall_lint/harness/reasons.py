@@ -226,9 +226,13 @@ def _refused_arguments(event: dict[str, Any], run: RunRecord, script_path: str, 
 _SHELL_ENDS = frozenset({"|", "||", "&&", ";", ">", ">>", "2>&1", "&", "\\"})
 
 
-def _documented_command(script: str, project_root: str, required: list[str]) -> tuple[str, list[str]] | None:
-    """The arguments of a command line that runs the script, from its docstring or a README between its folder and
-    the project root, when they give every required option; with where they come from."""
+_LAUNCHERS = frozenset({"torchrun", "torch.distributed.run", "torch.distributed.launch"})
+
+
+def _documented_command(script: str, project_root: str, required: list[str],
+                        under_launcher: bool = False) -> tuple[str, list[str]] | None:
+    """The arguments of a command line that runs the script (under torchrun, when asked), from its docstring or a
+    README between its folder and the project root, when they give every required option; with where they come from."""
     name = os.path.basename(script)
     for source, text in _usage_texts(script, project_root):
         for line in text.splitlines():
@@ -237,7 +241,7 @@ def _documented_command(script: str, project_root: str, required: list[str]) -> 
             except ValueError:
                 continue
             at = next((i for i, token in enumerate(tokens) if os.path.basename(token) == name), None)
-            if at is None:
+            if at is None or (under_launcher and not _LAUNCHERS.intersection(tokens[:at])):
                 continue
             arguments = tokens[at + 1:]
             end = next((i for i, token in enumerate(arguments) if token in _SHELL_ENDS), len(arguments))
@@ -278,9 +282,10 @@ def _crash(error: dict[str, Any], project_root: str, network_closed: bool, scrip
         kind, message = inner, rest
     if error.get("limit"):
         return Stop(f"verify's own limit{where} (not a failure of the code): {message}")
+    code = ((error.get("user_frame") or {}).get("code") or "").strip()
     if kind == "ModuleNotFoundError" and error.get("module"):
         return Stop(f"the script needs the module {error['module']!r}{where}",
-                    _install_hint(error["module"], project_root, script_path))
+                    _install_hint(error["module"], project_root, script_path, _imported_name(code, error["module"])))
     beyond = _BEYOND_VIRTUAL.search(error.get("message") or "")
     if beyond:  # more devices than the run gave, not a missing GPU: more virtual ones will do
         return Stop(f"the code asked for a CUDA device{where} beyond the {beyond['count']} virtual ones of this run",
@@ -294,7 +299,18 @@ def _crash(error: dict[str, Any], project_root: str, network_closed: bool, scrip
     if "doesn't have MPI built in" in message:
         return Stop(f"the run failed{where}: the script asks for the mpi backend, which this torch was built without",
                     "use a torch built with MPI, or the gloo backend")
-    code = ((error.get("user_frame") or {}).get("code") or "").strip()
+    unset = _unset_variables(kind, message, code)
+    if unset:
+        text = (f"the run failed{where}: {kind}: {message}: the script reads {' and '.join(unset)} from the environment, "
+                f"which {_setter(unset)} sets and this run does not")
+        documented = _documented_command(os.path.realpath(script_path), project_root, [], under_launcher=True)
+        if documented is not None:
+            source, arguments = documented
+            return Stop(text, f"run it as {source} runs it under torchrun: pitfall-lint verify {script_path} -- "
+                              f"{shlex.join(arguments)}")
+        return Stop(text, f"set {'them' if len(unset) > 1 else 'it'} before the command "
+                          f"({' '.join(f'{n}=VALUE' for n in unset)} pitfall-lint verify {script_path}), or pass the "
+                          "script's own option that starts it under torchrun after `--`")
     if not message and code:
         message = f"`{code}`"  # a bare assert: its line says what failed
     if kind in ("FileNotFoundError", "IsADirectoryError", "NotADirectoryError") or _FILE_CHECK.search(code):
@@ -303,14 +319,48 @@ def _crash(error: dict[str, Any], project_root: str, network_closed: bool, scrip
     return Stop(f"the run failed{where}: {kind}: {message}")
 
 
-def _install_hint(module: str, project_root: str, script_path: str) -> str:
+_IMPORT = re.compile(r"^\s*(?:from\s+(?P<source>[\w.]+)\s+import\b|import\s+(?P<names>[\w., ]+))")
+# `os.environ["X"]`, `os.environ.get("X")`, `os.getenv("X")`: a variable the script expects its launcher to set.
+_ENVIRONMENT_READ = re.compile(r"""(?:environ\.get|getenv)\(\s*['"](?P<got>\w+)['"]|environ\[\s*['"](?P<indexed>\w+)['"]\s*\]""")
+
+
+def _imported_name(code: str, missing: str) -> str:
+    """The dotted name the failing import statement asks for (`deeplearning.ssl.moco.builder`), when it begins with the
+    module Python could not find; else that module."""
+    statement = _IMPORT.match(code)
+    if statement is None:
+        return missing
+    names = [statement["source"]] if statement["source"] else [n.split(" as ")[0].strip() for n in statement["names"].split(",")]
+    return next((n for n in names if n == missing or n.startswith(f"{missing}.")), missing)
+
+
+def _unset_variables(kind: str | None, message: str, code: str) -> list[str]:
+    """The environment variables the failing line read and found unset: `int(os.environ.get("SLURM_LOCALID"))` raising
+    TypeError on None, `os.environ["SLURM_PROCID"]` raising KeyError."""
+    reads = list(_ENVIRONMENT_READ.finditer(code))
+    if kind == "KeyError":
+        return [m["indexed"] for m in reads if m["indexed"] and message.strip("'\"") == m["indexed"]][:1]
+    if kind == "TypeError" and "NoneType" in message:  # verify passes its own environment on: what it has was not None
+        return list(dict.fromkeys(m["got"] for m in reads if m["got"] and m["got"] not in os.environ))
+    return []
+
+
+def _setter(names: list[str]) -> str:
+    if all(n.startswith("SLURM_") for n in names):
+        return "SLURM"
+    return "the launcher the script was written for"
+
+
+def _install_hint(module: str, project_root: str, script_path: str, imported: str) -> str:
+    """`module` is the one Python could not find; `imported` the dotted name the failing statement asked for."""
     parts = module.split(".")
     home = _package_home(module, script_path) if len(parts) == 1 else None  # a dotted name: its package was found
     if home is not None:
         return (f"{parts[0]} is the repository's own package ({os.path.join(home, parts[0])}); Python looks for it in "
                 f"the script's folder, not in {home}: PYTHONPATH={home} pitfall-lint verify {script_path}")
-    for start in range(1, len(parts)):  # `deeplearning.ssl.moco.builder` for the project's moco/builder.py
-        tail = os.path.join(project_root, *parts[start:])
+    asked = imported.split(".")
+    for start in range(1, len(asked)):  # `deeplearning.ssl.moco.builder` for the project's moco/builder.py
+        tail = os.path.join(project_root, *asked[start:])
         if os.path.exists(tail + ".py") or os.path.exists(os.path.join(tail, "__init__.py")):
             return (f"the project has it as {os.path.relpath(tail, project_root)}, under another package: the script "
                     "expects the layout of the repository it came from (set PYTHONPATH or restore that layout)")
