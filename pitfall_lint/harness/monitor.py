@@ -113,7 +113,8 @@ class Monitor:
         stepping = [pid for pid in self._stepped if pid not in self._ended]
         if self._budget <= 0 or not stepping or self._joined - self._ended - self._stepped.keys():
             return None
-        if any(self._stepped[pid] < self._budget or not self._steps_since_new_lines[pid] for pid in stepping):
+        # A step past the budget, through no new line: the budget's own batches can be all the loop there is.
+        if any(self._stepped[pid] <= self._budget or not self._steps_since_new_lines[pid] for pid in stepping):
             return None
         now = time.monotonic()
         if now - self._new_lines_at < max(_REPEATING_SECONDS, self._timeout / 10):
