@@ -43,3 +43,32 @@ def test_lines_after_the_epochs_are_not_run_for_the_budget_with_the_option_that_
     assert {f["evidence"]["mechanism"] for f in report["findings"]} == {f"line 66 never ran: {stop}"}
     assert stderr.strip().splitlines()[-1] == f"error: {folder / 'mnmc_ddp_mp.py'}: {stop}; its processes were killed"
 
+
+
+# --- no optimizer step at the script's own batch size of 3200 images: run again with a small one ---------------------
+
+
+def test_a_run_with_no_step_at_the_default_batch_size_runs_again_with_a_small_one(tmp_path: Path) -> None:
+    folder = project(tmp_path, "large_batch_spawn")
+    before = snapshot(folder)
+    returncode, report, stderr = run_verify(folder / "multiprocessing_distributed.py", "--preview", "--timeout", "60",
+                                            cwd=folder)
+    assert returncode == 1, stderr
+    # The checkpoint of the first epoch, reached at 8 images a batch (4 per process, as the script divides them).
+    assert verdicts(report) == {("PFL201", 65, "confirmed"), ("PFL203", 65, "confirmed")}
+    assert report["notes"][0] == ("verify ran the script again with --batch-size 8: no optimizer step had finished 9 s "
+                                  "after the first batches were asked for, at --batch-size 3200 (the script's default) "
+                                  "on this machine")
+    assert report["unexplained"] == []
+    assert snapshot(folder) == before
+
+
+
+@pytest.mark.parametrize("given", [("-b", "3200"), ("--batch-size", "64"), ("--batch-size=64",), ("--batch", "64")])
+def test_a_batch_size_the_user_gave_is_never_changed(given: tuple[str, ...]) -> None:
+    from pitfall_lint.harness.reasons import batch_to_lower
+
+    bound = {"option": "--batch-size", "value": 3200, "spellings": ["-b", "--batch-size"]}
+    assert batch_to_lower([bound], given) is None
+    assert batch_to_lower([bound], ("--epochs", "1")) == bound
+    assert batch_to_lower([{**bound, "value": 8}], ()) is None  # small already

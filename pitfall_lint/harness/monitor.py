@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pitfall_lint.harness.probes.main_guard import BOOTSTRAPPING
-from pitfall_lint.harness.reasons import BUDGET_ENDED, shown_path
+from pitfall_lint.harness.reasons import BUDGET_ENDED, NO_STEP_YET, batch_to_lower, shown_path
 from pitfall_lint.harness.words import counted
 
 _BOOTSTRAP_FAILURES_TO_STOP = 3  # a Pool started at import time respawns its failing workers forever
@@ -18,12 +18,20 @@ _COLLISION_SECONDS = 3.0
 # The program repeats itself once a step ran with no new line of the project since the last new one, for this long
 # (above the children's one-second coverage flush) or a tenth of the timeout, whichever is longer.
 _REPEATING_SECONDS = 3.0
+# How long a run is given for its first optimizer step once it asks for batches, at the script's own large batch
+# size: this share of the timeout, or these seconds, whichever is longer.
+_FIRST_STEP_SHARE = 0.15
+_FIRST_STEP_SECONDS = 5.0
 
 
 class Monitor:
     def __init__(self, trace_dir: Path, budget: int = 0, flagged: frozenset[tuple[str, int]] = frozenset(),
-                 timeout: float = float("inf")) -> None:
-        """`budget` is --steps (0: none), `flagged` the (real path, line) of the findings the run should reach."""
+                 timeout: float = float("inf"), given: tuple[str, ...] | None = None) -> None:
+        """`budget` is --steps (0: none), `flagged` the (real path, line) of the findings the run should reach,
+        `given` the script's arguments when a run with no step may be stopped to run again with a smaller batch."""
+        self._given = given
+        self._bounds: list[dict[str, Any]] = []
+        self._loading_since: float | None = None
         self._trace_dir = trace_dir
         self._budget = budget
         self._flagged = flagged
@@ -76,6 +84,10 @@ class Monitor:
                 self._phase = "training"
             elif kind == "lines":
                 self._take_lines(event)
+            elif kind == "arguments":
+                self._bounds += event.get("bounds", [])
+            elif kind == "loader":
+                self._loading_since = self._loading_since or time.monotonic()
             elif kind == "exit":
                 self._ended.add(event["pid"])
             elif kind == "group-joining":
@@ -97,7 +109,19 @@ class Monitor:
         if failures >= _BOOTSTRAP_FAILURES_TO_STOP:
             return (f"spawned workers failed {failures} times while importing the script (processes "
                     "started at import time, re-run by every child), so the run was stopped without waiting")
-        return self._collision() or self._budget_spent()
+        return self._collision() or self._budget_spent() or self._no_step_yet()
+
+    def _no_step_yet(self) -> str | None:
+        """Batches are being drawn, no failure, and not one step in a good part of the timeout, at a batch size of
+        the script's own default (ImageNet's 256 to 3200 images on a CPU): a run again with a small batch can get
+        somewhere; waiting for the timeout cannot."""
+        waited = max(self._timeout * _FIRST_STEP_SHARE, _FIRST_STEP_SECONDS)
+        if self._given is None or self._stepped or self._failed or self._loading_since is None or (
+                time.monotonic() - self._loading_since < waited):
+            return None
+        bound = batch_to_lower(self._bounds, self._given)
+        return (f"{NO_STEP_YET} {waited:g} s after the first batches were asked for, at {bound['option']} "
+                f"{bound['value']}") if bound else None
 
     def _take_lines(self, event: dict[str, Any]) -> None:
         lines = {(event["file"], line) for line in event.get("lines", ())}

@@ -22,6 +22,9 @@ NEEDS_CUDA = re.compile(
 )
 # How the stop of a run that verify ended at its step budget begins (the monitor's words, read back here).
 BUDGET_ENDED = "the step budget ended the run"
+# How the stop of a run that made no optimizer step at the script's own large batch size begins (the monitor's words).
+NO_STEP_YET = "no optimizer step had finished"
+SMALL_BATCH = 8
 # A device index past the virtual devices of the run (virtual_cuda's words).
 _BEYOND_VIRTUAL = re.compile(r"\[pitfall-lint: (?P<count>\d+) virtual devices, asked for \d+\]")
 # Raised by launchers when a child failed: never the cause, always the echo of another failure.
@@ -335,6 +338,19 @@ def _package_home(top: str, script_path: str) -> str | None:
         if (package / "__init__.py").is_file() or package.with_suffix(".py").is_file() or (
                 package.is_dir() and Path(script).is_relative_to(package)):
             return str(folder)
+    return None
+
+
+def batch_to_lower(bounds: list[dict[str, Any]], given: tuple[str, ...]) -> dict[str, Any] | None:
+    """The script's batch-size option, when its value is large and the user did not give it (spelt in full, with
+    `=`, or abbreviated as argparse allows): the one a run that made no step can be given again smaller."""
+    for bound in bounds:
+        spellings = bound.get("spellings") or [bound["option"]]
+        if "batch" not in bound["option"].lower() or not isinstance(bound["value"], int) or bound["value"] <= SMALL_BATCH:
+            continue
+        words = [arg.partition("=")[0] for arg in given if arg.startswith("-")]
+        if not any(word == s or (word.startswith("--") and s.startswith(word)) for word in words for s in spellings):
+            return bound
     return None
 
 

@@ -39,6 +39,9 @@ from pitfall_lint.harness.project import ProjectFindings, check_project, project
 from pitfall_lint.harness.reasons import (
     BUDGET_ENDED,
     ECHOES,
+    NO_STEP_YET,
+    SMALL_BATCH,
+    batch_to_lower,
     Stop,
     crashed_after_the_end,
     ended_by_verifys_collective_timeout,
@@ -355,6 +358,19 @@ def verify(
     enclosed = _Enclosed(str(root), device, options, port, _conditions(findings, runnable, frozenset()), progress,
                          about_script, flagged)
     outcome, run, enclosure, report.written = enclosed.run(plan, start, script)
+    bound = batch_to_lower([b for e in run.of("arguments") for b in e.get("bounds", [])], options.script_args) \
+        if outcome.stopped and outcome.stopped.startswith(NO_STEP_YET) else None
+    enclosed = replace(enclosed, lower_batch=False)  # once: the run again, and the runs after it, go as they go
+    if bound is not None:
+        # The script's own option, so that whatever it computes from its batch size agrees with the batches.
+        options = replace(options, script_args=(*options.script_args, bound["option"], str(SMALL_BATCH)),
+                          timeout=max(round(options.timeout - outcome.seconds), 1))
+        enclosed = replace(enclosed, options=options)
+        why = f"{outcome.stopped} (the script's default) on this machine"
+        progress(f"running again with {bound['option']} {SMALL_BATCH}: {why}")
+        outcome, run, enclosure, written = enclosed.run(plan, start, script)
+        report.written += [w for w in written if w not in report.written]
+        report.notes.append(f"verify ran the script again with {bound['option']} {SMALL_BATCH}: {why}")
     report.scratch = str(enclosure.scratch)
     report.notes += [devices_note] if devices_note else []
     _conclude(report, run, outcome, enclosure, options, project, source, running, findings, runnable, str(root))
@@ -431,6 +447,7 @@ class _Enclosed:
     progress: Callable[[str], None]
     about_script: dict[str, str]  # what every run is told of the script: its path as typed, a project with no marker
     flagged: frozenset[tuple[str, int]] = frozenset()  # (real path, line) of the findings a run should reach
+    lower_batch: bool = True  # a run with no step may be stopped to run again with a small batch
 
     def run(self, plan: Plan, start: Callable[[str], Command],
             script: str) -> tuple[RunOutcome, RunRecord, Enclosure, list[str]]:
@@ -441,7 +458,8 @@ class _Enclosed:
             (scratch / "trace").mkdir()
             enclosure = Enclosure.around(scratch, [self.root, os.getcwd()], home, not self.options.allow_network)
             requested = {**self.about_script, **self.requested}
-            monitor = Monitor(scratch / "trace", self.options.steps, self.flagged, self.options.timeout)
+            monitor = Monitor(scratch / "trace", self.options.steps, self.flagged, self.options.timeout,
+                              self.options.script_args if self.lower_batch else None)
             outcome = _run(enclosure, plan, start, script, self.root, self.device, self.options, self.port,
                            requested, scratch, self.progress, monitor)
             run = RunRecord.read(script, scratch / "trace", outcome.output, outcome.returncode, outcome.timed_out,
