@@ -37,6 +37,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from pitfall_lint.harness.reasons import BUDGET_ENDED
+
 REPO = Path(__file__).resolve().parents[1]
 # Reasons whose next step is the user's, recognised by the sentence verify gives them.
 _NEXT_STEP = re.compile(
@@ -51,6 +53,8 @@ _VERIFY_ITSELF = re.compile(
     r"verify's own limit|did not finish within|still going after|internal error in verify|PythonDispatcher"
     r"|record_stream|pitfall_lint|stand-in|Can't pickle|PicklingError|the bench stopped it"
 )
+# A run that ended by itself, or that verify ended at its step budget.
+_ENDED = ("finished", "ran to the end of its step budget")
 CATEGORIES = ("confirmed", "ran to the end", "environment", "verify itself", "no next step", "FALSE GREEN")
 
 
@@ -97,7 +101,7 @@ def _how_far(report: dict[str, Any]) -> str:
     findings = report.get("findings", [])
     reached = sum(f["status"] != "not-run" for f in findings)
     flagged = f"reached {reached}/{len(findings)} flagged" if findings else "nothing flagged"
-    end = "to the end" if report.get("outcome", "").startswith("finished") and not report.get("stop") else "stopped short"
+    end = "to the end" if report.get("outcome", "").startswith(_ENDED) and not report.get("stop") else "stopped short"
     return f"{flagged}, {end}" if report else "no report"
 
 
@@ -111,9 +115,9 @@ def _judge(returncode: int, report: dict[str, Any], stderr: str) -> tuple[str, s
     if returncode == 1 and any(f["status"] == "confirmed" for f in findings):
         return verdicts, "", "confirmed"
     if returncode == 0:
-        ended = report.get("outcome", "").startswith("finished") and not report.get("stop")
+        ended = report.get("outcome", "").startswith(_ENDED) and not report.get("stop")
         return verdicts, "", "FALSE GREEN" if unreached or not ended else "ran to the end"
-    if "the program ran to its end without reaching it" in reason:
+    if "the program ran to its end without reaching it" in reason or reason.startswith(BUDGET_ENDED):
         return verdicts, reason, "ran to the end"
     if _VERIFY_ITSELF.search(reason) or returncode not in (1, 2):
         return verdicts, reason or f"exit code {returncode}", "verify itself"

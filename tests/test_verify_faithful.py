@@ -33,7 +33,8 @@ def test_the_script_sees_its_path_as_typed_in_sys_argv(tmp_path: Path) -> None:
 
 def test_a_run_stopped_before_its_first_step_names_the_batch_size_option(tmp_path: Path) -> None:
     folder = project(tmp_path, "slow_first_step")
-    returncode, report, stderr = run_verify(folder / "train.py", "--timeout", "30", cwd=folder)
+    # The batch size given by the user: verify runs it as given (one it chose itself would run again smaller).
+    returncode, report, stderr = run_verify(folder / "train.py", "--timeout", "30", "--", "-b", "256", cwd=folder)
     stop = ("the run did not finish within 30 s, and no optimizer step did (a process was at train.py:24 in __getitem__); "
             "lower the work per step with the script's own options after `--`: --batch-size (now 256); or raise --timeout")
     assert (returncode, report["outcome"], report["stop"], report["unexplained"]) == (

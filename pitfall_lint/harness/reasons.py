@@ -20,6 +20,11 @@ NEEDS_CUDA = re.compile(
     r"Torch not compiled with CUDA enabled|Found no NVIDIA driver|No CUDA GPUs are available|invalid device ordinal"
     r"|CUDA driver version is insufficient|no attribute '_cuda_setDevice'|ProcessGroupNCCL is only supported with GPUs"
 )
+# How the stop of a run that verify ended at its step budget begins (the monitor's words, read back here).
+BUDGET_ENDED = "the step budget ended the run"
+# How the stop of a run that made no optimizer step at the script's own large batch size begins (the monitor's words).
+NO_STEP_YET = "no optimizer step had finished"
+SMALL_BATCH = 8
 # A device index past the virtual devices of the run (virtual_cuda's words).
 _BEYOND_VIRTUAL = re.compile(r"\[pitfall-lint: (?P<count>\d+) virtual devices, asked for \d+\]")
 # Raised by launchers when a child failed: never the cause, always the echo of another failure.
@@ -117,7 +122,7 @@ def stop_point(run: RunRecord, script_path: str, project_root: str, network_clos
                timeout: float = 0.0, final: range = range(0)) -> Stop | None:
     """Why the run ended before its end, or None when every process ran to its end."""
     if run.stopped:
-        return Stop(run.stopped)
+        return _budget_end(run) if run.stopped.startswith(BUDGET_ENDED) else Stop(run.stopped)
     refused = run.of("arguments-refused")
     if refused:
         return _refused_arguments(refused[0], run, script_path, project_root)
@@ -384,6 +389,28 @@ def _package_home(top: str, script_path: str) -> str | None:
                 package.is_dir() and Path(script).is_relative_to(package)):
             return str(folder)
     return None
+
+
+def batch_to_lower(bounds: list[dict[str, Any]], given: tuple[str, ...]) -> dict[str, Any] | None:
+    """The script's batch-size option, when its value is large and the user did not give it (spelt in full, with
+    `=`, or abbreviated as argparse allows): the one a run that made no step can be given again smaller."""
+    for bound in bounds:
+        spellings = bound.get("spellings") or [bound["option"]]
+        if "batch" not in bound["option"].lower() or not isinstance(bound["value"], int) or bound["value"] <= SMALL_BATCH:
+            continue
+        words = [arg.partition("=")[0] for arg in given if arg.startswith("-")]
+        if not any(word == s or (word.startswith("--") and s.startswith(word)) for word in words for s in spellings):
+            return bound
+    return None
+
+
+def _budget_end(run: RunRecord) -> Stop:
+    """The run verify ended at its step budget: what would take it past there, for the lines it did not reach."""
+    bounds = [b for e in run.of("arguments") for b in e.get("bounds", []) if "batch" not in b["option"].lower()]
+    options = ", ".join(f"{b['option']} (now {b['value']})" for b in bounds[:3])
+    further = "--steps 0 and a longer --timeout"
+    hint = f"lower the script's own options after `--`: {options}; or {further}" if options else further
+    return Stop(run.stopped or BUDGET_ENDED, f"to go further, {hint}")
 
 
 def _timeout(run: RunRecord, timeout: float) -> Stop:

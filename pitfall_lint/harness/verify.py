@@ -37,7 +37,11 @@ from pitfall_lint.harness.probes import all_probes
 from pitfall_lint.harness.probes.base import Command, Launch, last_line, same_file
 from pitfall_lint.harness.project import ProjectFindings, check_project, project_root
 from pitfall_lint.harness.reasons import (
+    BUDGET_ENDED,
     ECHOES,
+    NO_STEP_YET,
+    SMALL_BATCH,
+    batch_to_lower,
     Stop,
     crashed_after_the_end,
     ended_by_verifys_collective_timeout,
@@ -348,9 +352,25 @@ def verify(
     about_script = {"PITFALL_LINT_PROJECT_FLAT": "1"} if not marked else {}
     if not os.path.isabs(running.path):
         about_script[SCRIPT_AS_GIVEN] = running.path  # the script's sys.argv[0], spelt as `python PATH` would have it
+    # The flagged lines of the file verified and the file run: the step budget does not end a run short of them.
+    flagged = frozenset((os.path.realpath(f.path), f.line) for f in runnable.values()
+                        if same_file(f.path, source.path) or same_file(f.path, running.path))
     enclosed = _Enclosed(str(root), device, options, port, _conditions(findings, runnable, frozenset()), progress,
-                         about_script)
+                         about_script, flagged)
     outcome, run, enclosure, report.written = enclosed.run(plan, start, script)
+    bound = batch_to_lower([b for e in run.of("arguments") for b in e.get("bounds", [])], options.script_args) \
+        if outcome.stopped and outcome.stopped.startswith(NO_STEP_YET) else None
+    enclosed = replace(enclosed, lower_batch=False)  # once: the run again, and the runs after it, go as they go
+    if bound is not None:
+        # The script's own option, so that whatever it computes from its batch size agrees with the batches.
+        options = replace(options, script_args=(*options.script_args, bound["option"], str(SMALL_BATCH)),
+                          timeout=max(round(options.timeout - outcome.seconds), 1))
+        enclosed = replace(enclosed, options=options)
+        why = f"{outcome.stopped} (the script's default) on this machine"
+        progress(f"running again with {bound['option']} {SMALL_BATCH}: {why}")
+        outcome, run, enclosure, written = enclosed.run(plan, start, script)
+        report.written += [w for w in written if w not in report.written]
+        report.notes.append(f"verify ran the script again with {bound['option']} {SMALL_BATCH}: {why}")
     report.scratch = str(enclosure.scratch)
     report.notes += [devices_note] if devices_note else []
     _conclude(report, run, outcome, enclosure, options, project, source, running, findings, runnable, str(root))
@@ -426,6 +446,8 @@ class _Enclosed:
     requested: dict[str, str]
     progress: Callable[[str], None]
     about_script: dict[str, str]  # what every run is told of the script: its path as typed, a project with no marker
+    flagged: frozenset[tuple[str, int]] = frozenset()  # (real path, line) of the findings a run should reach
+    lower_batch: bool = True  # a run with no step may be stopped to run again with a small batch
 
     def run(self, plan: Plan, start: Callable[[str], Command],
             script: str) -> tuple[RunOutcome, RunRecord, Enclosure, list[str]]:
@@ -436,8 +458,10 @@ class _Enclosed:
             (scratch / "trace").mkdir()
             enclosure = Enclosure.around(scratch, [self.root, os.getcwd()], home, not self.options.allow_network)
             requested = {**self.about_script, **self.requested}
+            monitor = Monitor(scratch / "trace", self.options.steps, self.flagged, self.options.timeout,
+                              self.options.script_args if self.lower_batch else None)
             outcome = _run(enclosure, plan, start, script, self.root, self.device, self.options, self.port,
-                           requested, scratch, self.progress)
+                           requested, scratch, self.progress, monitor)
             run = RunRecord.read(script, scratch / "trace", outcome.output, outcome.returncode, outcome.timed_out,
                                  enclosure.outside, outcome.stopped, outcome.stopping_since)
             written = enclosure.written()
@@ -466,6 +490,11 @@ def _conclude(report: VerifyReport, run: RunRecord, outcome: RunOutcome, enclosu
                                          {code for code in probes if code in options.selected}, outcome)
     if ended_by_finding:
         stop = None  # the run ended with the failure a finding explains: that is the verdict, not a short run
+    if stop is not None and stop.text.startswith(BUDGET_ENDED):
+        report.outcome = "ran to the end of its step budget" + report.outcome.removeprefix("stopped early")
+        if not any(v.status == "not-run" for v in report.verdicts):  # every line it had to reach, reached
+            report.notes.append(stop.sentence())
+            stop = None
     report.stop = stop.sentence() if stop else None
     after_the_end = crashed_after_the_end(run)
     report.notes += list(after_the_end.values())
@@ -521,9 +550,8 @@ def _probe_unexercised(report: VerifyReport, run: RunRecord, enclosed: _Enclosed
 
 def _run(enclosure: Enclosure, plan: Plan, start: Callable[[str], Command], script: str, root: str, device: str,
          options: VerifyOptions, port: int, requested: dict[str, str], scratch: Path,
-         progress: Callable[[str], None]) -> RunOutcome:
+         progress: Callable[[str], None], monitor: Monitor) -> RunOutcome:
     """The run in its enclosure; where folders cannot be sealed in place, again in a scratch copy of them."""
-    monitor = Monitor(scratch / "trace")
 
     def watch() -> str | None:
         stop = monitor.poll()
@@ -717,7 +745,7 @@ def _run_failure(run: RunRecord, report: VerifyReport, stop: Stop | None) -> str
             return f"{report.path}: {stop.sentence()}"
         first = report.unexplained[0]
         return f"{report.path}: the run failed: {first['type']}: {first['message']}"
-    if run.timed_out or run.stopped:
+    if run.timed_out or (run.stopped and stop is not None):
         return f"{report.path}: {stop.sentence() if stop else 'the run was stopped'}; its processes were killed"
     if stop is not None:
         return f"{report.path}: not run to its end: {stop.sentence()}"

@@ -42,7 +42,8 @@ def _watch_arguments() -> None:
     def parse_known_args(self: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> Any:
         parsed = parse(self, *args, **kwargs)
         bounds = [
-            {"option": max(a.option_strings, key=len), "value": getattr(parsed[0], a.dest, None)}
+            {"option": max(a.option_strings, key=len), "value": getattr(parsed[0], a.dest, None),
+             "spellings": a.option_strings}
             for a in self._actions
             if a.option_strings and any(word in a.dest.lower() for word in _PROGRESS_WORDS)
         ]
