@@ -170,3 +170,17 @@ def test_a_forward_taking_two_views_gets_a_batch_for_each(tmp_path: Path) -> Non
     assert verdicts(report) == {("PFL101", 8, "confirmed")}
     assert ("verify built Siamese() with its default arguments and fed it inputs of shape [8, 8], [8, 8], made for its "
             "first layer Linear(in_features=8, out_features=8, bias=True)") in report["notes"]
+
+
+def test_a_block_class_defined_beside_the_model_is_passed_as_that_class(tmp_path: Path) -> None:
+    """kuangliu/pytorch-cifar's models/resnet.py: `ResNet(BasicBlock, [2, 2, 2, 2])`, BasicBlock a class of the file."""
+    folder = project(tmp_path, "cifar_models")
+    before = snapshot(folder)
+    returncode, report, stderr = run_verify(folder / "models" / "resnet.py", cwd=folder)
+    assert (returncode, report["run"], report["unexplained"], report["stop"]) == (0, "model", [], None), stderr
+    assert verdicts(report) == set()
+    assert ("verify built ResNet(models.resnet.BasicBlock, [2, 2, 2, 2]) as called at models/resnet.py:71 and fed it "
+            "inputs of shape [8, 3, 28, 28], made for its first layer Conv2d(3, 8, kernel_size=(3, 3), stride=(1, 1), "
+            "padding=(1, 1), bias=False)") in report["notes"]
+    assert snapshot(folder) == before
+

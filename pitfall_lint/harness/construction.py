@@ -34,12 +34,16 @@ class ArgumentResolver:
     """Resolves the arguments of calls in one file; `other_options` gives the defaults of options the file reads but
     another file of the project declares (an imported `options.py`)."""
 
-    def __init__(self, ctx: FileContext, other_options: Callable[[str], ast.expr | None]) -> None:
+    def __init__(self, ctx: FileContext, other_options: Callable[[str], ast.expr | None], module: str | None = None) -> None:
         self.ctx = ctx
         self.other_options = other_options
         self.imported = _imported_names(ctx.tree)
         self.bound = _bound_once(ctx.tree)
         self.namespaces: set[str] | None = None
+        # `ResNet(BasicBlock, ...)` beside `class BasicBlock`: the file's own classes and functions, by the name the
+        # child imports the file under (None where importing it would run a program).
+        self.module = module
+        self.defined = {s.name for s in ctx.tree.body if isinstance(s, (ast.ClassDef, ast.FunctionDef))}
 
     def resolve(self, call: ast.Call) -> Resolution:
         options: list[str] = []
@@ -57,6 +61,8 @@ class ArgumentResolver:
             pass
         else:
             return {"value": value} if _as_json(value) else unknown
+        if isinstance(node, ast.Name) and node.id in self.defined and node.id not in self.bound and self.module:
+            return {"object": f"{self.module}.{node.id}"}
         if isinstance(node, ast.Name) and node.id in self.bound and node.id not in self.imported:
             spec = self._spec(self.bound[node.id], options, depth + 1)
             return unknown if "unknown" in spec else spec  # named as the call spells it

@@ -246,7 +246,8 @@ def constructor_call(classes: list[str], paths: list[str], root: str) -> dict[st
         if parsed is None:
             continue
         data, tree = parsed
-        resolver = ArgumentResolver(_context(path, data, tree), partial(_declared_elsewhere, paths, read, path))
+        resolver = ArgumentResolver(_context(path, data, tree), partial(_declared_elsewhere, paths, read, path),
+                                    _module_name(path) if _importable(tree) else None)
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call) or any(k.arg is None for k in node.keywords) \
                     or any(isinstance(a, ast.Starred) for a in node.args):
@@ -262,6 +263,21 @@ def constructor_call(classes: list[str], paths: list[str], root: str) -> dict[st
                     "folder": os.path.relpath(os.path.dirname(os.path.realpath(path)), os.path.realpath(root)),
                 })
     return best[1] if best is not None else None
+
+
+def _importable(tree: ast.Module) -> bool:
+    """Whether importing the file only defines things (its main guard aside): the child may import it for a class."""
+    return _only_definitions([s for s in tree.body if not (isinstance(s, ast.If) and is_main_guard(s.test))])
+
+
+def _module_name(path: str) -> str:
+    """The dotted name the file is imported under from above its package (`models.resnet`), as the child does."""
+    folder, name = os.path.split(os.path.splitext(os.path.realpath(path))[0])
+    parts = [name]
+    while os.path.exists(os.path.join(folder, "__init__.py")):
+        folder, package = os.path.split(folder)
+        parts.insert(0, package)
+    return ".".join(parts)
 
 
 def _parsed(path: str, names: set[str]) -> tuple[bytes, ast.Module] | None:

@@ -36,7 +36,11 @@ def build(chosen: type, wanted: dict[str, Any]) -> tuple[Any, str]:
 
 def _from_call(chosen: type, call: dict[str, Any]) -> tuple[Any, str]:
     if call.get("folder") and os.environ.get(PROJECT):
-        sys.path.append(os.path.normpath(os.path.join(os.environ[PROJECT], call["folder"])))  # the caller's imports
+        folder = os.path.normpath(os.path.join(os.environ[PROJECT], call["folder"]))
+        sys.path.append(folder)  # the caller's imports
+        while os.path.exists(os.path.join(folder, "__init__.py")):
+            folder = os.path.dirname(folder)
+        sys.path.append(folder)  # above its package: the classes it defines (`models.resnet.BasicBlock`)
     parameters = _parameters(chosen)
     positional = [p for p in parameters.values() if p.kind in _POSITIONAL]
     filled: list[str] = []
