@@ -184,3 +184,29 @@ def test_a_block_class_defined_beside_the_model_is_passed_as_that_class(tmp_path
             "padding=(1, 1), bias=False)") in report["notes"]
     assert snapshot(folder) == before
 
+
+def test_a_model_is_fed_the_tensors_its_caller_feeds_it_a_sample_for_each_replica(tmp_path: Path) -> None:
+    """lucidrains/vit-pytorch: patches are cut before the first Linear; tests/test_vit.py feeds a [1, 3, 32, 32] image."""
+    folder = project(tmp_path, "vit_model")
+    returncode, report, stderr = run_verify(folder / "vit_pytorch" / "vit.py", cwd=folder)
+    assert (returncode, report["run"], report["unexplained"], report["stop"]) == (1, "model", [], None), stderr
+    assert verdicts(report) == {("PFL101", 83, "confirmed")}
+    assert ("verify built ViT(image_size=32, patch_size=8, num_classes=10, dim=32, depth=2, heads=4, mlp_dim=64, "
+            "dropout=0.1, emb_dropout=0.1) as called at tests/test_vit.py:5 and fed it inputs of shape [2, 3, 32, 32], as "
+            "tests/test_vit.py:19 feeds it (batch 1 raised to 2, a sample for each replica)") in report["notes"]
+
+
+def test_a_model_whose_first_layer_is_not_its_inputs_shape_asks_for_an_example(tmp_path: Path) -> None:
+    """The ViT with no caller feeding it: inputs made for its first Linear fail in the patch rearrangement before it."""
+    folder = project(tmp_path, "vit_model")
+    (folder / "tests" / "test_vit.py").write_text("from vit_pytorch import ViT\n\nmodel = ViT(image_size=32, patch_size=8, "
+                                                  "num_classes=10, dim=32, depth=2, heads=4, mlp_dim=64)\n")
+    returncode, report, stderr = run_verify(folder / "vit_pytorch" / "vit.py", cwd=folder)
+    assert (returncode, report["run"], report["unexplained"]) == (2, "model", []), stderr  # verify's limit
+    assert verdicts(report) == {("PFL101", 83, "not-run")}
+    limit = ("verify's own limit (not a failure of the code): ViT does not take inputs made for its first layer "
+             "Linear(in_features=192, out_features=32, bias=True) (shape [8, 192]: ValueError: not enough values to "
+             "unpack (expected 4, got 2)); the first layer is not always the input's shape (an einops Rearrange, a patch "
+             "embedding) and no call in the project feeds it tensors of a literal shape: add pitfall_lint_example() "
+             "returning (model, args)")
+    assert stderr.strip().splitlines()[-1] == f"error: {folder / 'vit_pytorch' / 'vit.py'}: not run to its end: {limit}"

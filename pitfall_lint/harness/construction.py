@@ -156,3 +156,42 @@ def _bound_once(tree: ast.Module) -> dict[str, ast.expr]:
         elif isinstance(node, ast.arg):
             bound[node.arg] = None
     return {name: value for name, value in bound.items() if value is not None}
+
+
+_TENSOR_FACTORIES = frozenset({"torch.randn", "torch.rand", "torch.zeros", "torch.ones", "torch.randint"})
+
+
+def call_site_inputs(ctx: FileContext, built: ast.Call) -> tuple[list[Spec], int] | None:
+    """The tensors the caller feeds the module it built (`v = ViT(...)`, `img = torch.randn(1, 3, 256, 256)`,
+    `v(img)`), as specs ({"factory": "torch.randn", "shape": [1, 3, 256, 256]}, `high` for randint), with the line:
+    a model whose first layer is not its input's shape (an einops Rearrange, a patch embedding) is fed as its caller
+    feeds it."""
+    names = {node.targets[0].id for node in ast.walk(ctx.tree) if isinstance(node, ast.Assign) and node.value is built
+             and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)}
+    bound = _bound_once(ctx.tree)
+    for node in ast.walk(ctx.tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names \
+                and node.args and not node.keywords:
+            tensors = [_tensor(ctx, bound.get(a.id) if isinstance(a, ast.Name) else a) for a in node.args]
+            if all(tensors):
+                return tensors, node.lineno  # type: ignore[return-value]
+    return None
+
+
+def _tensor(ctx: FileContext, node: ast.expr | None) -> Spec | None:
+    """`torch.randn(1, 3, 256, 256)`, `torch.randint(0, 100, (1, 16))`: a tensor of literal shape."""
+    if not isinstance(node, ast.Call) or node.keywords:
+        return None
+    factory = ctx.qualified_name(node.func, []) or ""
+    if factory not in _TENSOR_FACTORIES:
+        return None
+    try:
+        values = [ast.literal_eval(a) for a in node.args]
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    high = values[-2] if factory == "torch.randint" and len(values) >= 2 else None
+    dims = values[-1:] if factory == "torch.randint" else values
+    shape = list(dims[0]) if len(dims) == 1 and isinstance(dims[0], (list, tuple)) else dims
+    if not shape or not all(type(d) is int and d > 0 for d in shape) or (factory == "torch.randint" and type(high) is not int):
+        return None
+    return {"factory": factory, "shape": shape, **({"high": high} if high is not None else {})}

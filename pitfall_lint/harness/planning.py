@@ -12,7 +12,7 @@ from pitfall_lint.analysis.distributed import sets_up_distributed, starts_proces
 from pitfall_lint.analysis.processes import option_defaults
 from pitfall_lint.analysis.scopes import is_main_guard
 from pitfall_lint.context import FileContext
-from pitfall_lint.harness.construction import ArgumentResolver
+from pitfall_lint.harness.construction import ArgumentResolver, call_site_inputs
 from pitfall_lint.harness.reasons import shown_path
 from pitfall_lint.project.model import ProjectModel
 from pitfall_lint.source import SourceText
@@ -237,7 +237,8 @@ def plan_run(path: str, data: bytes, tree: ast.Module, example: str | None) -> P
 def constructor_call(classes: list[str], paths: list[str], root: str) -> dict[str, object] | None:
     """The call in the project that builds one of `classes` with the fewest arguments left unresolved (the first of
     equals): how the training script builds the model, so that verify builds it the same way. Its arguments are specs
-    for child/building.py; `folder`, the caller's folder under `root`, is where its imports are found."""
+    for child/building.py; `folder`, the caller's folder under `root`, is where its imports are found; `inputs`, the
+    tensors the caller feeds it, where it spells them (`fed_at`)."""
     wanted = set(classes)
     best: tuple[int, dict[str, object]] | None = None
     read: dict[str, dict[str, ast.expr]] = {}
@@ -262,6 +263,9 @@ def constructor_call(classes: list[str], paths: list[str], root: str) -> dict[st
                     "source": f"{path}:{node.lineno}",
                     "folder": os.path.relpath(os.path.dirname(os.path.realpath(path)), os.path.realpath(root)),
                 })
+                fed = call_site_inputs(resolver.ctx, node)
+                if fed is not None:
+                    best[1].update(inputs=fed[0], fed_at=f"{path}:{fed[1]}")
     return best[1] if best is not None else None
 
 

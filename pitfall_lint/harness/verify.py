@@ -595,8 +595,8 @@ def _notes(run: RunRecord, options: VerifyOptions) -> list[str]:
     elif devices and run.of("data-parallel"):
         notes.append("the script computes on the CPU: nn.DataParallel ran its replicas with the CPU standing for device 0")
     notes += [f"the script asked for {e['requested']}; it got gloo (no GPUs for it){_GLOO_DIFFERS}" for e in run.of("backend")][:1]
-    notes += [f"verify built {e['how']} and fed it inputs of shape {', '.join(map(str, e['inputs']))}, made for its "
-              f"first layer {e['layer']}" for e in run.of("model-built")][:1]
+    notes += [f"verify built {e['how']} and fed it inputs of shape {', '.join(map(str, e['inputs']))}, {e['fed']}"
+              for e in run.of("model-built")][:1]
     seen = set()
     for event in run.of("stand-in"):
         key = (event.get("dataset"), event.get("split"))

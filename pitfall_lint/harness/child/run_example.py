@@ -60,14 +60,33 @@ def _built(module: Any) -> tuple[Any, tuple[Any, ...]]:
     if chosen is None:
         raise VerifyLimit(f"{module.__name__} defines no nn.Module")
     model, how = build(chosen, wanted)
-    inputs, layer = _inputs_for(model, torch, nn)
-    emit("model-built", how=how, inputs=[list(t.shape) for t in inputs], layer=layer)
+    if wanted.get("class") == chosen.__name__ and wanted.get("inputs"):
+        inputs, fed = _as_fed(wanted, torch)
+    else:
+        inputs, fed = _inputs_for(model, torch, nn)
+    emit("model-built", how=how, inputs=[list(t.shape) for t in inputs], fed=fed)
     return model, inputs
+
+
+def _as_fed(call: dict[str, Any], torch: Any) -> tuple[tuple[Any, ...], str]:
+    """The tensors the project's caller feeds the module, its batch raised to one sample for each replica, so that
+    every replica runs."""
+    replicas = max(torch.cuda.device_count(), 1)
+    inputs, raised = [], []
+    for spec in call["inputs"]:
+        batch, *rest = spec["shape"]
+        if batch < replicas:
+            raised.append(f"batch {batch} raised to {replicas}, a sample for each replica")
+        shape = (max(batch, replicas), *rest)
+        factory = getattr(torch, spec["factory"].rpartition(".")[2])
+        inputs.append(factory(spec["high"], shape) if "high" in spec else factory(*shape))
+    return tuple(inputs), f"as {call['fed_at']} feeds it" + (f" ({raised[0]})" if raised else "")
 
 
 def _inputs_for(model: Any, torch: Any, nn: Any) -> tuple[tuple[Any, ...], str]:
     """A batch for the first layer that takes one, the first shape that a plain forward accepts; one for each input
-    of a forward that takes views of one thing (`forward(self, x1, x2)`, `forward(self, im_q, im_k)`)."""
+    of a forward that takes views of one thing (`forward(self, x1, x2)`, `forward(self, im_q, im_k)`); with the words
+    that say how."""
     required = [
         p.name for p in inspect.signature(model.forward).parameters.values()
         if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
@@ -90,14 +109,20 @@ def _inputs_for(model: Any, torch: Any, nn: Any) -> tuple[tuple[Any, ...], str]:
         spatial = {nn.Conv1d: 1, nn.Conv2d: 2, nn.Conv3d: 3}[type(first)] if type(first) in (nn.Conv1d, nn.Conv2d, nn.Conv3d) else 2
         candidates = [(torch.randn(_BATCH, first.in_channels, *([side] * spatial)),) for side in _IMAGE_SIDES]
     candidates = [inputs * max(len(required), 1) for inputs in candidates]
+    failure = None
     for inputs in candidates:
         try:
             with torch.no_grad():
                 model(*(t[:2] for t in inputs))
-            return inputs, repr(first)
-        except Exception:
-            continue
-    return candidates[0], repr(first)  # the real run shows why it does not fit
+            return inputs, f"made for its first layer {first!r}"
+        except Exception as error:
+            failure = failure or error
+    # A shape verify made up: the first layer is not always the input's (an einops Rearrange before it, a patch
+    # embedding), so the failure is verify's guess failing, not the code's.
+    raise VerifyLimit(f"{type(model).__name__} does not take inputs made for its first layer {first!r} (shape "
+                      f"{list(candidates[0][0].shape)}: {type(failure).__name__}: {failure}); the first layer is not "
+                      "always the input's shape (an einops Rearrange, a patch embedding) and no call in the project "
+                      "feeds it tensors of a literal shape: add pitfall_lint_example() returning (model, args)")
 
 
 def main() -> int:
