@@ -210,3 +210,25 @@ def test_a_model_whose_first_layer_is_not_its_inputs_shape_asks_for_an_example(t
              "embedding) and no call in the project feeds it tensors of a literal shape: add pitfall_lint_example() "
              "returning (model, args)")
     assert stderr.strip().splitlines()[-1] == f"error: {folder / 'vit_pytorch' / 'vit.py'}: not run to its end: {limit}"
+
+
+def test_a_model_whose_forward_calls_collectives_runs_in_ranks_under_ddp(tmp_path: Path) -> None:
+    """facebookresearch/moco's builder.py: the forward shuffles the keys across GPUs with all_gather and broadcast,
+    which under nn.DataParallel fail for want of a process group."""
+    folder = project(tmp_path, "moco_model")
+    before = snapshot(folder)
+    returncode, report, stderr = run_verify(folder / "moco" / "builder.py", cwd=folder)
+    assert (returncode, report["run"], report["unexplained"], report["stop"]) == (0, "model", [], None), stderr
+    assert verdicts(report) == set()
+    assert report["why"] == (
+        "it defines modules (MoCo) and no entry point, and its code calls torch.distributed.broadcast (line 73), which "
+        "needs a process group: verify builds one in each of N ranks under torch.distributed.run and runs it in "
+        "DistributedDataParallel")
+    assert report["mode"].startswith(
+        "model: 2 ranks under torch.distributed.run, each running the file's module in DistributedDataParallel; ")
+    assert report["outcome"] == "finished without a failure; no process left behind"
+    assert ("verify built MoCo(encoders.convnet_tiny, 16, 64, 0.999, 0.07, False) as called at main_moco.py:37 with the "
+            "argparse defaults arch='convnet_tiny', moco_dim=16, moco_k=64, moco_m=0.999, moco_t=0.07 (mlp=False for "
+            "args.mlp: its default) and fed it inputs of shape [8, 3, 28, 28], [8, 3, 28, 28], made for its first layer "
+            "Conv2d(3, 8, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), bias=False)") in report["notes"]
+    assert snapshot(folder) == before

@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass, replace
 from functools import partial
 
+from pitfall_lint.analysis.collectives import TORCH_COLLECTIVES
 from pitfall_lint.analysis.distributed import sets_up_distributed, starts_process_group
 from pitfall_lint.analysis.processes import option_defaults
 from pitfall_lint.analysis.scopes import is_main_guard
@@ -40,6 +41,7 @@ class Plan:
     local_rank_option: str | None = None  # the option each rank gets its local rank through, as launch passes it
     model: dict[str, object] | None = None  # for a model file: the constructor call found in the project
     starts: str | None = None  # for a script that starts processes itself: the call that starts them
+    collective: str | None = None  # for a model file whose code calls one (`all_gather`, line 194): run as N DDP ranks
 
 
 def _is_setup_call(statement: ast.stmt) -> bool:
@@ -199,6 +201,20 @@ def _module_classes(ctx: FileContext) -> list[str]:
     return found
 
 
+def _first_collective(ctx: FileContext, classes: list[str]) -> str | None:
+    """The first torch.distributed collective the file's modules call, in their own code or in a function of the file
+    they call (`torch.distributed.all_gather (line 194)`): a module meant for DistributedDataParallel, whose forward
+    fails without a process group."""
+    bodies = [s for s in ctx.tree.body if isinstance(s, ast.ClassDef) and s.name in classes]
+    called = {node.func.id for body in bodies for node in ast.walk(body)
+              if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
+    bodies += [s for s in ctx.tree.body if isinstance(s, ast.FunctionDef) and s.name in called]
+    calls = sorted((node.lineno, qualified) for body in bodies for node in ast.walk(body) if isinstance(node, ast.Call)
+                   and (qualified := ctx.qualified_name(node.func, []) or "").startswith("torch.distributed.")
+                   and qualified.rpartition(".")[2] in TORCH_COLLECTIVES)
+    return f"{calls[0][1]} (line {calls[0][0]})" if calls else None
+
+
 def _context(path: str, data: bytes, tree: ast.Module) -> FileContext:
     """The file on its own: what it runs and defines is read from it alone."""
     return FileContext(path, tree, SourceText(data), ProjectModel.single_file(path, data).view(path))
@@ -228,6 +244,11 @@ def plan_run(path: str, data: bytes, tree: ast.Module, example: str | None) -> P
     if DEFAULT_EXAMPLE in functions:
         return Plan("example", f"{DEFAULT_EXAMPLE}() builds the model and its inputs", DEFAULT_EXAMPLE)
     classes = _module_classes(ctx)
+    collective = _first_collective(ctx, classes)
+    if classes and collective is not None:
+        return Plan("model", f"it defines modules ({', '.join(classes[:3])}) and no entry point, and its code calls "
+                    f"{collective}, which needs a process group: verify builds one in each of N ranks under "
+                    "torch.distributed.run and runs it in DistributedDataParallel", collective=collective)
     if classes:
         return Plan("model", f"it defines modules ({', '.join(classes[:3])}) and no entry point: verify builds one and "
                     "runs it N-way in nn.DataParallel", example=None)

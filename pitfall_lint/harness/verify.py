@@ -142,6 +142,11 @@ def _command(plan: Plan, script: str, options: VerifyOptions, port: int, probed:
     """How the run starts; for a distributed script, the first probe that needs the ranks started another way (another
     launcher, two nodes) chooses."""
     python = sys.executable
+    if plan.kind == "model" and plan.collective is not None:
+        ranks = Launch(script, options.nproc, port, ("-",)).agent(
+            "torch.distributed.run", 1, options.nproc, entry="pitfall_lint.harness.child.run_example")
+        return Command(ranks, f"{options.nproc} ranks under torch.distributed.run, each running the file's module in "
+                       "DistributedDataParallel", options.nproc)
     if plan.kind in ("example", "model"):
         target = plan.example or "-"
         what = f"{options.nproc}-way DataParallel around " + (f"{plan.example}()" if plan.example else "the file's module")

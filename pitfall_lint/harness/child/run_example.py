@@ -2,8 +2,9 @@
 
 FUNCTION returns `(model, args)` or `(model, args, kwargs)`. With FUNCTION `-` there is none: the module
 is built from the constructor call verify found in the project, or from its parameters (child/building.py),
-and fed a batch shaped for its first layer. The model is wrapped N-way in nn.DataParallel
-(real or emulated) and run forward and backward. The file is imported under its package's name, so
+and fed the tensors its caller feeds it, else a batch shaped for its first layer. The model is wrapped N-way in
+nn.DataParallel (real or emulated), or, in each rank of torch.distributed.run for a module whose code calls
+collectives, in DistributedDataParallel, and run forward and backward. The file is imported under its package's name, so
 that its relative imports work.
 """
 
@@ -19,6 +20,7 @@ from typing import Any
 
 from pitfall_lint.harness.child.building import MODEL, build
 from pitfall_lint.harness.child.events import SCRIPT, VerifyLimit, emit
+from pitfall_lint.harness.child.instrument import DEVICE
 from pitfall_lint.harness.child.observe import observed
 
 _BATCH = 8
@@ -49,7 +51,7 @@ def _example(module: Any, function: str) -> tuple[Any, tuple[Any, ...], dict[str
     return model, tuple(args) if isinstance(args, (tuple, list)) else (args,), dict(rest[0]) if rest else {}
 
 
-def _built(module: Any) -> tuple[Any, tuple[Any, ...]]:
+def _built(module: Any, on_device: bool) -> tuple[Any, tuple[Any, ...]]:
     import torch
     import torch.nn as nn
 
@@ -60,6 +62,8 @@ def _built(module: Any) -> tuple[Any, tuple[Any, ...]]:
     if chosen is None:
         raise VerifyLimit(f"{module.__name__} defines no nn.Module")
     model, how = build(chosen, wanted)
+    if on_device and torch.cuda.is_available():
+        model = model.cuda()  # the rank's device: its forward's own `.cuda()` tensors meet its parameters there
     if wanted.get("class") == chosen.__name__ and wanted.get("inputs"):
         inputs, fed = _as_fed(wanted, torch)
     else:
@@ -108,7 +112,7 @@ def _inputs_for(model: Any, torch: Any, nn: Any) -> tuple[tuple[Any, ...], str]:
     else:
         spatial = {nn.Conv1d: 1, nn.Conv2d: 2, nn.Conv3d: 3}[type(first)] if type(first) in (nn.Conv1d, nn.Conv2d, nn.Conv3d) else 2
         candidates = [(torch.randn(_BATCH, first.in_channels, *([side] * spatial)),) for side in _IMAGE_SIDES]
-    candidates = [inputs * max(len(required), 1) for inputs in candidates]
+    candidates = [tuple(t.to(_device(model)) for t in inputs) * max(len(required), 1) for inputs in candidates]
     failure = None
     for inputs in candidates:
         try:
@@ -132,18 +136,41 @@ def main() -> int:
     import torch
     from torch.utils._pytree import tree_flatten
 
+    ranked = "LOCAL_RANK" in os.environ
     with observed(where="example"):
+        if ranked:
+            _join_group(torch)
         module = import_by_package(path)
         if function == "-":
-            model, args = _built(module)
+            model, args = _built(module, on_device=ranked)
             kwargs: dict[str, Any] = {}
         else:
             model, args, kwargs = _example(module, function)
-        output = torch.nn.DataParallel(model)(*args, **kwargs)
+        if ranked:
+            args = tuple(a.to(_device(model)) for a in args)
+            devices = [torch.cuda.current_device()] if torch.cuda.is_available() else None
+            wrapped = torch.nn.parallel.DistributedDataParallel(model, device_ids=devices)
+        else:
+            wrapped = torch.nn.DataParallel(model)
+        output = wrapped(*args, **kwargs)
         floats = [t for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor) and t.is_floating_point()]
         if floats and any(t.requires_grad for t in floats):
             sum(t.float().sum() for t in floats).backward()
+        if ranked:
+            torch.distributed.destroy_process_group()
     return 0
+
+
+def _join_group(torch: Any) -> None:
+    """A rank of torch.distributed.run (a module whose code calls collectives): in the process group, on its own
+    device, as a DDP training script sets itself up."""
+    if torch.cuda.is_available():
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    torch.distributed.init_process_group("nccl" if os.environ.get(DEVICE, "cuda") == "cuda" else "gloo")  # real GPUs
+
+
+def _device(model: Any) -> Any:
+    return next((p.device for p in model.parameters()), None) or "cpu"
 
 
 if __name__ == "__main__":
