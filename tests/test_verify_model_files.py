@@ -232,3 +232,17 @@ def test_a_model_whose_forward_calls_collectives_runs_in_ranks_under_ddp(tmp_pat
             "args.mlp: its default) and fed it inputs of shape [8, 3, 28, 28], [8, 3, 28, 28], made for its first layer "
             "Conv2d(3, 8, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), bias=False)") in report["notes"]
     assert snapshot(folder) == before
+
+
+def test_a_model_built_from_a_config_object_gets_the_config_the_training_script_makes(tmp_path: Path) -> None:
+    """karpathy/minGPT: `GPT(config.model)` in projects/chargpt/chargpt.py, `config.model` made by
+    `GPT.get_default_config()` in its get_config(), given a model type there and sizes read off the dataset."""
+    folder = project(tmp_path, "mingpt_config")
+    returncode, report, stderr = run_verify(folder / "mingpt" / "model.py", cwd=folder)
+    assert (returncode, report["run"], report["unexplained"], report["stop"]) == (0, "model", [], None), stderr
+    assert verdicts(report) == {("PFL105", 115, "not-reproduced")}
+    assert ("verify built GPT(mingpt.model.GPT.get_default_config() with model_type='gpt-nano', vocab_size=8, "
+            "block_size=8) as called at projects/chargpt/chargpt.py:79 (vocab_size=8 for "
+            "train_dataset.get_vocab_size(): a size, by its name; block_size=8 for train_dataset.get_block_size(): a "
+            "size, by its name) and fed it inputs of shape [8, 8], made for its first layer Embedding(8, 48)"
+            ) in report["notes"]

@@ -61,6 +61,9 @@ class ArgumentResolver:
             pass
         else:
             return {"value": value} if _as_json(value) else unknown
+        configured = self._configured(node, options, depth) if isinstance(node, (ast.Name, ast.Attribute)) else None
+        if configured is not None:
+            return configured
         if isinstance(node, ast.Name) and node.id in self.defined and node.id not in self.bound and self.module:
             return {"object": f"{self.module}.{node.id}"}
         if isinstance(node, ast.Name) and node.id in self.bound and node.id not in self.imported:
@@ -87,6 +90,38 @@ class ArgumentResolver:
                 if not any("unknown" in s for s in [*inner, *named.values()]):
                     return {"call": callee["object"], "args": inner, "kwargs": named}
         return unknown
+
+    def _configured(self, node: ast.Name | ast.Attribute, options: list[str], depth: int) -> Spec | None:
+        """`GPT(config.model)`: a config object made by a call (`GPT.get_default_config()`), then given attributes
+        (`config.model.model_type = 'gpt-mini'`), perhaps in a function of the file that returns it (`config =
+        get_config()`), as {"configured": the call's spec, "set": {attribute: spec}}."""
+        path = ast.unparse(node)
+        root, _, rest = path.partition(".")
+        # Assigned once, as a plain name: `config = get_config()` (a parameter of the same name elsewhere aside).
+        makers = [n.value for n in ast.walk(self.ctx.tree) if isinstance(n, ast.Assign) and len(n.targets) == 1
+                  and isinstance(n.targets[0], ast.Name) and n.targets[0].id == root]
+        maker = makers[0] if len(makers) == 1 else None
+        scopes: list[tuple[ast.AST, str]] = [(self.ctx.tree, path)]
+        if isinstance(maker, ast.Call) and isinstance(maker.func, ast.Name) and maker.func.id in self.defined:
+            function = next(s for s in self.ctx.tree.body if getattr(s, "name", None) == maker.func.id)
+            returned = [n.value for n in ast.walk(function) if isinstance(n, ast.Return)]
+            if len(returned) == 1 and isinstance(returned[0], ast.Name):
+                scopes.insert(0, (function, ".".join(filter(None, [returned[0].id, rest]))))
+        base = maker if isinstance(node, ast.Name) and isinstance(maker, ast.Call) else None
+        settings: dict[str, ast.expr] = {}
+        for scope, alias in scopes:
+            for statement in ast.walk(scope):
+                if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+                        and isinstance(statement.targets[0], ast.Attribute):
+                    target = ast.unparse(statement.targets[0])
+                    if target == alias:
+                        base = statement.value
+                    elif target.startswith(f"{alias}.") and "." not in target[len(alias) + 1:]:
+                        settings[target[len(alias) + 1:]] = statement.value
+        made = self._spec(base, options, depth + 1) if base is not None and settings else {}
+        if "call" not in made:
+            return None
+        return {"configured": made, "set": {name: self._spec(value, options, depth + 1) for name, value in settings.items()}}
 
     def _option(self, name: str) -> ast.expr | None:
         return option_defaults(self.ctx).get(name) or self.other_options(name)

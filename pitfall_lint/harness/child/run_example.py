@@ -105,7 +105,8 @@ def _inputs_for(model: Any, torch: Any, nn: Any) -> tuple[tuple[Any, ...], str]:
     if isinstance(first, nn.Linear):
         candidates = [(torch.randn(_BATCH, first.in_features),), (torch.randn(_BATCH, _SEQUENCE, first.in_features),)]
     elif isinstance(first, (nn.Embedding, nn.EmbeddingBag)):
-        candidates = [(torch.randint(0, first.num_embeddings, (_BATCH, _SEQUENCE)),)]
+        # The shorter sequence for a context as long as a size verify chose (`block_size` 8).
+        candidates = [(torch.randint(0, first.num_embeddings, (_BATCH, length)),) for length in (_SEQUENCE, _SEQUENCE // 2)]
     elif isinstance(first, nn.RNNBase):
         shape = (_BATCH, _SEQUENCE, first.input_size) if first.batch_first else (_SEQUENCE, _BATCH, first.input_size)
         candidates = [(torch.randn(*shape),)]
