@@ -170,3 +170,79 @@ def test_a_forward_taking_two_views_gets_a_batch_for_each(tmp_path: Path) -> Non
     assert verdicts(report) == {("PFL101", 8, "confirmed")}
     assert ("verify built Siamese() with its default arguments and fed it inputs of shape [8, 8], [8, 8], made for its "
             "first layer Linear(in_features=8, out_features=8, bias=True)") in report["notes"]
+
+
+def test_a_block_class_defined_beside_the_model_is_passed_as_that_class(tmp_path: Path) -> None:
+    """kuangliu/pytorch-cifar's models/resnet.py: `ResNet(BasicBlock, [2, 2, 2, 2])`, BasicBlock a class of the file."""
+    folder = project(tmp_path, "cifar_models")
+    before = snapshot(folder)
+    returncode, report, stderr = run_verify(folder / "models" / "resnet.py", cwd=folder)
+    assert (returncode, report["run"], report["unexplained"], report["stop"]) == (0, "model", [], None), stderr
+    assert verdicts(report) == set()
+    assert ("verify built ResNet(models.resnet.BasicBlock, [2, 2, 2, 2]) as called at models/resnet.py:71 and fed it "
+            "inputs of shape [8, 3, 28, 28], made for its first layer Conv2d(3, 8, kernel_size=(3, 3), stride=(1, 1), "
+            "padding=(1, 1), bias=False)") in report["notes"]
+    assert snapshot(folder) == before
+
+
+def test_a_model_is_fed_the_tensors_its_caller_feeds_it_a_sample_for_each_replica(tmp_path: Path) -> None:
+    """lucidrains/vit-pytorch: patches are cut before the first Linear; tests/test_vit.py feeds a [1, 3, 32, 32] image."""
+    folder = project(tmp_path, "vit_model")
+    returncode, report, stderr = run_verify(folder / "vit_pytorch" / "vit.py", cwd=folder)
+    assert (returncode, report["run"], report["unexplained"], report["stop"]) == (1, "model", [], None), stderr
+    assert verdicts(report) == {("PFL101", 83, "confirmed")}
+    assert ("verify built ViT(image_size=32, patch_size=8, num_classes=10, dim=32, depth=2, heads=4, mlp_dim=64, "
+            "dropout=0.1, emb_dropout=0.1) as called at tests/test_vit.py:5 and fed it inputs of shape [2, 3, 32, 32], as "
+            "tests/test_vit.py:19 feeds it (batch 1 raised to 2, a sample for each replica)") in report["notes"]
+
+
+def test_a_model_whose_first_layer_is_not_its_inputs_shape_asks_for_an_example(tmp_path: Path) -> None:
+    """The ViT with no caller feeding it: inputs made for its first Linear fail in the patch rearrangement before it."""
+    folder = project(tmp_path, "vit_model")
+    (folder / "tests" / "test_vit.py").write_text("from vit_pytorch import ViT\n\nmodel = ViT(image_size=32, patch_size=8, "
+                                                  "num_classes=10, dim=32, depth=2, heads=4, mlp_dim=64)\n")
+    returncode, report, stderr = run_verify(folder / "vit_pytorch" / "vit.py", cwd=folder)
+    assert (returncode, report["run"], report["unexplained"]) == (2, "model", []), stderr  # verify's limit
+    assert verdicts(report) == {("PFL101", 83, "not-run")}
+    limit = ("verify's own limit (not a failure of the code): ViT does not take inputs made for its first layer "
+             "Linear(in_features=192, out_features=32, bias=True) (shape [8, 192]: ValueError: not enough values to "
+             "unpack (expected 4, got 2)); the first layer is not always the input's shape (an einops Rearrange, a patch "
+             "embedding) and no call in the project feeds it tensors of a literal shape: add pitfall_lint_example() "
+             "returning (model, args)")
+    assert stderr.strip().splitlines()[-1] == f"error: {folder / 'vit_pytorch' / 'vit.py'}: not run to its end: {limit}"
+
+
+def test_a_model_whose_forward_calls_collectives_runs_in_ranks_under_ddp(tmp_path: Path) -> None:
+    """facebookresearch/moco's builder.py: the forward shuffles the keys across GPUs with all_gather and broadcast,
+    which under nn.DataParallel fail for want of a process group."""
+    folder = project(tmp_path, "moco_model")
+    before = snapshot(folder)
+    returncode, report, stderr = run_verify(folder / "moco" / "builder.py", cwd=folder)
+    assert (returncode, report["run"], report["unexplained"], report["stop"]) == (0, "model", [], None), stderr
+    assert verdicts(report) == set()
+    assert report["why"] == (
+        "it defines modules (MoCo) and no entry point, and its code calls torch.distributed.broadcast (line 73), which "
+        "needs a process group: verify builds one in each of N ranks under torch.distributed.run and runs it in "
+        "DistributedDataParallel")
+    assert report["mode"].startswith(
+        "model: 2 ranks under torch.distributed.run, each running the file's module in DistributedDataParallel; ")
+    assert report["outcome"] == "finished without a failure; no process left behind"
+    assert ("verify built MoCo(encoders.convnet_tiny, 16, 64, 0.999, 0.07, False) as called at main_moco.py:37 with the "
+            "argparse defaults arch='convnet_tiny', moco_dim=16, moco_k=64, moco_m=0.999, moco_t=0.07 (mlp=False for "
+            "args.mlp: its default) and fed it inputs of shape [8, 3, 28, 28], [8, 3, 28, 28], made for its first layer "
+            "Conv2d(3, 8, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), bias=False)") in report["notes"]
+    assert snapshot(folder) == before
+
+
+def test_a_model_built_from_a_config_object_gets_the_config_the_training_script_makes(tmp_path: Path) -> None:
+    """karpathy/minGPT: `GPT(config.model)` in projects/chargpt/chargpt.py, `config.model` made by
+    `GPT.get_default_config()` in its get_config(), given a model type there and sizes read off the dataset."""
+    folder = project(tmp_path, "mingpt_config")
+    returncode, report, stderr = run_verify(folder / "mingpt" / "model.py", cwd=folder)
+    assert (returncode, report["run"], report["unexplained"], report["stop"]) == (0, "model", [], None), stderr
+    assert verdicts(report) == {("PFL105", 115, "not-reproduced")}
+    assert ("verify built GPT(mingpt.model.GPT.get_default_config() with model_type='gpt-nano', vocab_size=8, "
+            "block_size=8) as called at projects/chargpt/chargpt.py:79 (vocab_size=8 for "
+            "train_dataset.get_vocab_size(): a size, by its name; block_size=8 for train_dataset.get_block_size(): a "
+            "size, by its name) and fed it inputs of shape [8, 8], made for its first layer Embedding(8, 48)"
+            ) in report["notes"]

@@ -34,12 +34,16 @@ class ArgumentResolver:
     """Resolves the arguments of calls in one file; `other_options` gives the defaults of options the file reads but
     another file of the project declares (an imported `options.py`)."""
 
-    def __init__(self, ctx: FileContext, other_options: Callable[[str], ast.expr | None]) -> None:
+    def __init__(self, ctx: FileContext, other_options: Callable[[str], ast.expr | None], module: str | None = None) -> None:
         self.ctx = ctx
         self.other_options = other_options
         self.imported = _imported_names(ctx.tree)
         self.bound = _bound_once(ctx.tree)
         self.namespaces: set[str] | None = None
+        # `ResNet(BasicBlock, ...)` beside `class BasicBlock`: the file's own classes and functions, by the name the
+        # child imports the file under (None where importing it would run a program).
+        self.module = module
+        self.defined = {s.name for s in ctx.tree.body if isinstance(s, (ast.ClassDef, ast.FunctionDef))}
 
     def resolve(self, call: ast.Call) -> Resolution:
         options: list[str] = []
@@ -57,6 +61,11 @@ class ArgumentResolver:
             pass
         else:
             return {"value": value} if _as_json(value) else unknown
+        configured = self._configured(node, options, depth) if isinstance(node, (ast.Name, ast.Attribute)) else None
+        if configured is not None:
+            return configured
+        if isinstance(node, ast.Name) and node.id in self.defined and node.id not in self.bound and self.module:
+            return {"object": f"{self.module}.{node.id}"}
         if isinstance(node, ast.Name) and node.id in self.bound and node.id not in self.imported:
             spec = self._spec(self.bound[node.id], options, depth + 1)
             return unknown if "unknown" in spec else spec  # named as the call spells it
@@ -81,6 +90,38 @@ class ArgumentResolver:
                 if not any("unknown" in s for s in [*inner, *named.values()]):
                     return {"call": callee["object"], "args": inner, "kwargs": named}
         return unknown
+
+    def _configured(self, node: ast.Name | ast.Attribute, options: list[str], depth: int) -> Spec | None:
+        """`GPT(config.model)`: a config object made by a call (`GPT.get_default_config()`), then given attributes
+        (`config.model.model_type = 'gpt-mini'`), perhaps in a function of the file that returns it (`config =
+        get_config()`), as {"configured": the call's spec, "set": {attribute: spec}}."""
+        path = ast.unparse(node)
+        root, _, rest = path.partition(".")
+        # Assigned once, as a plain name: `config = get_config()` (a parameter of the same name elsewhere aside).
+        makers = [n.value for n in ast.walk(self.ctx.tree) if isinstance(n, ast.Assign) and len(n.targets) == 1
+                  and isinstance(n.targets[0], ast.Name) and n.targets[0].id == root]
+        maker = makers[0] if len(makers) == 1 else None
+        scopes: list[tuple[ast.AST, str]] = [(self.ctx.tree, path)]
+        if isinstance(maker, ast.Call) and isinstance(maker.func, ast.Name) and maker.func.id in self.defined:
+            function = next(s for s in self.ctx.tree.body if getattr(s, "name", None) == maker.func.id)
+            returned = [n.value for n in ast.walk(function) if isinstance(n, ast.Return)]
+            if len(returned) == 1 and isinstance(returned[0], ast.Name):
+                scopes.insert(0, (function, ".".join(filter(None, [returned[0].id, rest]))))
+        base = maker if isinstance(node, ast.Name) and isinstance(maker, ast.Call) else None
+        settings: dict[str, ast.expr] = {}
+        for scope, alias in scopes:
+            for statement in ast.walk(scope):
+                if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+                        and isinstance(statement.targets[0], ast.Attribute):
+                    target = ast.unparse(statement.targets[0])
+                    if target == alias:
+                        base = statement.value
+                    elif target.startswith(f"{alias}.") and "." not in target[len(alias) + 1:]:
+                        settings[target[len(alias) + 1:]] = statement.value
+        made = self._spec(base, options, depth + 1) if base is not None and settings else {}
+        if "call" not in made:
+            return None
+        return {"configured": made, "set": {name: self._spec(value, options, depth + 1) for name, value in settings.items()}}
 
     def _option(self, name: str) -> ast.expr | None:
         return option_defaults(self.ctx).get(name) or self.other_options(name)
@@ -150,3 +191,42 @@ def _bound_once(tree: ast.Module) -> dict[str, ast.expr]:
         elif isinstance(node, ast.arg):
             bound[node.arg] = None
     return {name: value for name, value in bound.items() if value is not None}
+
+
+_TENSOR_FACTORIES = frozenset({"torch.randn", "torch.rand", "torch.zeros", "torch.ones", "torch.randint"})
+
+
+def call_site_inputs(ctx: FileContext, built: ast.Call) -> tuple[list[Spec], int] | None:
+    """The tensors the caller feeds the module it built (`v = ViT(...)`, `img = torch.randn(1, 3, 256, 256)`,
+    `v(img)`), as specs ({"factory": "torch.randn", "shape": [1, 3, 256, 256]}, `high` for randint), with the line:
+    a model whose first layer is not its input's shape (an einops Rearrange, a patch embedding) is fed as its caller
+    feeds it."""
+    names = {node.targets[0].id for node in ast.walk(ctx.tree) if isinstance(node, ast.Assign) and node.value is built
+             and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)}
+    bound = _bound_once(ctx.tree)
+    for node in ast.walk(ctx.tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names \
+                and node.args and not node.keywords:
+            tensors = [_tensor(ctx, bound.get(a.id) if isinstance(a, ast.Name) else a) for a in node.args]
+            if all(tensors):
+                return tensors, node.lineno  # type: ignore[return-value]
+    return None
+
+
+def _tensor(ctx: FileContext, node: ast.expr | None) -> Spec | None:
+    """`torch.randn(1, 3, 256, 256)`, `torch.randint(0, 100, (1, 16))`: a tensor of literal shape."""
+    if not isinstance(node, ast.Call) or node.keywords:
+        return None
+    factory = ctx.qualified_name(node.func, []) or ""
+    if factory not in _TENSOR_FACTORIES:
+        return None
+    try:
+        values = [ast.literal_eval(a) for a in node.args]
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    high = values[-2] if factory == "torch.randint" and len(values) >= 2 else None
+    dims = values[-1:] if factory == "torch.randint" else values
+    shape = list(dims[0]) if len(dims) == 1 and isinstance(dims[0], (list, tuple)) else dims
+    if not shape or not all(type(d) is int and d > 0 for d in shape) or (factory == "torch.randint" and type(high) is not int):
+        return None
+    return {"factory": factory, "shape": shape, **({"high": high} if high is not None else {})}

@@ -8,11 +8,12 @@ import os
 from dataclasses import dataclass, replace
 from functools import partial
 
+from pitfall_lint.analysis.collectives import TORCH_COLLECTIVES
 from pitfall_lint.analysis.distributed import sets_up_distributed, starts_process_group
 from pitfall_lint.analysis.processes import option_defaults
 from pitfall_lint.analysis.scopes import is_main_guard
 from pitfall_lint.context import FileContext
-from pitfall_lint.harness.construction import ArgumentResolver
+from pitfall_lint.harness.construction import ArgumentResolver, call_site_inputs
 from pitfall_lint.harness.reasons import shown_path
 from pitfall_lint.project.model import ProjectModel
 from pitfall_lint.source import SourceText
@@ -40,6 +41,7 @@ class Plan:
     local_rank_option: str | None = None  # the option each rank gets its local rank through, as launch passes it
     model: dict[str, object] | None = None  # for a model file: the constructor call found in the project
     starts: str | None = None  # for a script that starts processes itself: the call that starts them
+    collective: str | None = None  # for a model file whose code calls one (`all_gather`, line 194): run as N DDP ranks
 
 
 def _is_setup_call(statement: ast.stmt) -> bool:
@@ -199,6 +201,20 @@ def _module_classes(ctx: FileContext) -> list[str]:
     return found
 
 
+def _first_collective(ctx: FileContext, classes: list[str]) -> str | None:
+    """The first torch.distributed collective the file's modules call, in their own code or in a function of the file
+    they call (`torch.distributed.all_gather (line 194)`): a module meant for DistributedDataParallel, whose forward
+    fails without a process group."""
+    bodies = [s for s in ctx.tree.body if isinstance(s, ast.ClassDef) and s.name in classes]
+    called = {node.func.id for body in bodies for node in ast.walk(body)
+              if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
+    bodies += [s for s in ctx.tree.body if isinstance(s, ast.FunctionDef) and s.name in called]
+    calls = sorted((node.lineno, qualified) for body in bodies for node in ast.walk(body) if isinstance(node, ast.Call)
+                   and (qualified := ctx.qualified_name(node.func, []) or "").startswith("torch.distributed.")
+                   and qualified.rpartition(".")[2] in TORCH_COLLECTIVES)
+    return f"{calls[0][1]} (line {calls[0][0]})" if calls else None
+
+
 def _context(path: str, data: bytes, tree: ast.Module) -> FileContext:
     """The file on its own: what it runs and defines is read from it alone."""
     return FileContext(path, tree, SourceText(data), ProjectModel.single_file(path, data).view(path))
@@ -228,6 +244,11 @@ def plan_run(path: str, data: bytes, tree: ast.Module, example: str | None) -> P
     if DEFAULT_EXAMPLE in functions:
         return Plan("example", f"{DEFAULT_EXAMPLE}() builds the model and its inputs", DEFAULT_EXAMPLE)
     classes = _module_classes(ctx)
+    collective = _first_collective(ctx, classes)
+    if classes and collective is not None:
+        return Plan("model", f"it defines modules ({', '.join(classes[:3])}) and no entry point, and its code calls "
+                    f"{collective}, which needs a process group: verify builds one in each of N ranks under "
+                    "torch.distributed.run and runs it in DistributedDataParallel", collective=collective)
     if classes:
         return Plan("model", f"it defines modules ({', '.join(classes[:3])}) and no entry point: verify builds one and "
                     "runs it N-way in nn.DataParallel", example=None)
@@ -237,7 +258,8 @@ def plan_run(path: str, data: bytes, tree: ast.Module, example: str | None) -> P
 def constructor_call(classes: list[str], paths: list[str], root: str) -> dict[str, object] | None:
     """The call in the project that builds one of `classes` with the fewest arguments left unresolved (the first of
     equals): how the training script builds the model, so that verify builds it the same way. Its arguments are specs
-    for child/building.py; `folder`, the caller's folder under `root`, is where its imports are found."""
+    for child/building.py; `folder`, the caller's folder under `root`, is where its imports are found; `inputs`, the
+    tensors the caller feeds it, where it spells them (`fed_at`)."""
     wanted = set(classes)
     best: tuple[int, dict[str, object]] | None = None
     read: dict[str, dict[str, ast.expr]] = {}
@@ -246,7 +268,8 @@ def constructor_call(classes: list[str], paths: list[str], root: str) -> dict[st
         if parsed is None:
             continue
         data, tree = parsed
-        resolver = ArgumentResolver(_context(path, data, tree), partial(_declared_elsewhere, paths, read, path))
+        resolver = ArgumentResolver(_context(path, data, tree), partial(_declared_elsewhere, paths, read, path),
+                                    _module_name(path) if _importable(tree) else None)
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call) or any(k.arg is None for k in node.keywords) \
                     or any(isinstance(a, ast.Starred) for a in node.args):
@@ -261,7 +284,25 @@ def constructor_call(classes: list[str], paths: list[str], root: str) -> dict[st
                     "source": f"{path}:{node.lineno}",
                     "folder": os.path.relpath(os.path.dirname(os.path.realpath(path)), os.path.realpath(root)),
                 })
+                fed = call_site_inputs(resolver.ctx, node)
+                if fed is not None:
+                    best[1].update(inputs=fed[0], fed_at=f"{path}:{fed[1]}")
     return best[1] if best is not None else None
+
+
+def _importable(tree: ast.Module) -> bool:
+    """Whether importing the file only defines things (its main guard aside): the child may import it for a class."""
+    return _only_definitions([s for s in tree.body if not (isinstance(s, ast.If) and is_main_guard(s.test))])
+
+
+def _module_name(path: str) -> str:
+    """The dotted name the file is imported under from above its package (`models.resnet`), as the child does."""
+    folder, name = os.path.split(os.path.splitext(os.path.realpath(path))[0])
+    parts = [name]
+    while os.path.exists(os.path.join(folder, "__init__.py")):
+        folder, package = os.path.split(folder)
+        parts.insert(0, package)
+    return ".".join(parts)
 
 
 def _parsed(path: str, names: set[str]) -> tuple[bytes, ast.Module] | None:

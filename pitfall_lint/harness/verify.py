@@ -146,6 +146,11 @@ def _command(plan: Plan, script: str, options: VerifyOptions, port: int, probed:
     """How the run starts; for a distributed script, the first probe that needs the ranks started another way (another
     launcher, two nodes) chooses."""
     python = sys.executable
+    if plan.kind == "model" and plan.collective is not None:
+        ranks = Launch(script, options.nproc, port, ("-",)).agent(
+            "torch.distributed.run", 1, options.nproc, entry="pitfall_lint.harness.child.run_example")
+        return Command(ranks, f"{options.nproc} ranks under torch.distributed.run, each running the file's module in "
+                       "DistributedDataParallel", options.nproc)
     if plan.kind in ("example", "model"):
         target = plan.example or "-"
         what = f"{options.nproc}-way DataParallel around " + (f"{plan.example}()" if plan.example else "the file's module")
@@ -623,8 +628,8 @@ def _notes(run: RunRecord, options: VerifyOptions) -> list[str]:
     elif devices and run.of("data-parallel"):
         notes.append("the script computes on the CPU: nn.DataParallel ran its replicas with the CPU standing for device 0")
     notes += [f"the script asked for {e['requested']}; it got gloo (no GPUs for it){_GLOO_DIFFERS}" for e in run.of("backend")][:1]
-    notes += [f"verify built {e['how']} and fed it inputs of shape {', '.join(map(str, e['inputs']))}, made for its "
-              f"first layer {e['layer']}" for e in run.of("model-built")][:1]
+    notes += [f"verify built {e['how']} and fed it inputs of shape {', '.join(map(str, e['inputs']))}, {e['fed']}"
+              for e in run.of("model-built")][:1]
     seen = set()
     for event in run.of("stand-in"):
         key = (event.get("dataset"), event.get("split"))

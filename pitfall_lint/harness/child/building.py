@@ -36,7 +36,11 @@ def build(chosen: type, wanted: dict[str, Any]) -> tuple[Any, str]:
 
 def _from_call(chosen: type, call: dict[str, Any]) -> tuple[Any, str]:
     if call.get("folder") and os.environ.get(PROJECT):
-        sys.path.append(os.path.normpath(os.path.join(os.environ[PROJECT], call["folder"])))  # the caller's imports
+        folder = os.path.normpath(os.path.join(os.environ[PROJECT], call["folder"]))
+        sys.path.append(folder)  # the caller's imports
+        while os.path.exists(os.path.join(folder, "__init__.py")):
+            folder = os.path.dirname(folder)
+        sys.path.append(folder)  # above its package: the classes it defines (`models.resnet.BasicBlock`)
     parameters = _parameters(chosen)
     positional = [p for p in parameters.values() if p.kind in _POSITIONAL]
     filled: list[str] = []
@@ -56,6 +60,8 @@ def _from_call(chosen: type, call: dict[str, Any]) -> tuple[Any, str]:
 
 def _argument(spec: dict[str, Any], parameter: inspect.Parameter | None, chosen: type, call: dict[str, Any],
               filled: list[str]) -> tuple[Any, str]:
+    if "configured" in spec:
+        return _configured(spec, chosen, call, filled), _spec_shown(spec)
     if "unknown" not in spec:
         return _value(spec), _spec_shown(spec)
     guess = _guess(parameter) if parameter is not None else None
@@ -65,6 +71,20 @@ def _argument(spec: dict[str, Any], parameter: inspect.Parameter | None, chosen:
     value, origin = guess
     filled.append(f"{parameter.name}={_shown(value)} for {spec['unknown']}: {origin}")  # type: ignore[union-attr]
     return value, _shown(value)
+
+
+def _configured(spec: dict[str, Any], chosen: type, call: dict[str, Any], filled: list[str]) -> Any:
+    """The config object as the caller makes it; an attribute set to what only the run knows (`vocab_size` read off
+    the dataset) gets a value by its name."""
+    made = _value(spec["configured"])
+    for name, value in spec["set"].items():
+        if "unknown" in value:
+            value = _argument(value, inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY), chosen, call, filled)[0]
+            spec["set"][name] = {"value": value}  # shown as filled
+        else:
+            value = _value(value)
+        setattr(made, name, value)
+    return made
 
 
 def _from_parameters(chosen: type) -> tuple[Any, str]:
@@ -155,8 +175,8 @@ def _imported(dotted: str) -> Any:
         try:
             found = importlib.import_module(module)
         except ModuleNotFoundError as error:
-            if end > 1 and error.name == module:
-                continue
+            if end > 1 and error.name and f"{module}.".startswith(f"{error.name}."):
+                continue  # `mingpt.model.GPT` is no module: a class, met by the shorter prefix
             raise
         for attribute in parts[end:]:
             found = getattr(found, attribute)
@@ -180,5 +200,8 @@ def _spec_shown(spec: dict[str, Any]) -> str:
         return repr(spec["value"])
     if "object" in spec:
         return str(spec["object"])
+    if "configured" in spec:
+        settings = ", ".join(f"{name}={_spec_shown(value)}" for name, value in spec["set"].items())
+        return f"{_spec_shown(spec['configured'])} with {settings}"
     inner = [*map(_spec_shown, spec["args"]), *(f"{k}={_spec_shown(v)}" for k, v in spec["kwargs"].items())]
     return f"{spec['call']}({', '.join(inner)})"
