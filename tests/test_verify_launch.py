@@ -3,6 +3,7 @@ leaves the other findings their run."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,24 @@ def test_a_script_whose_imported_helper_sets_up_the_group_runs_as_ranks(tmp_path
     assert report["findings"][0]["evidence"]["mechanism"] == (
         f"ranks 0 and 1 each wrote {folder / 'classifier.pt'} from line 22: concurrent writers of one file corrupt it "
         "(the writes went to the scratch folder)")
+
+
+def test_a_script_started_one_process_per_rank_by_hand_gets_each_rank_its_own_rank(tmp_path: Path) -> None:
+    """narumiruna/PyTorch-Distributed-Example's shape: the README starts each rank with its own --rank; given the one
+    command line, both ranks joined as rank 0 and the second failed with EADDRINUSE on the script's own address."""
+    folder = project(tmp_path, "rank_by_hand")
+    before = snapshot(folder)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    returncode, report, stderr = run_verify(folder / "main.py", "--", "--init-method", f"tcp://127.0.0.1:{port}",
+                                            "--rank", "0", "--world-size", "2", cwd=folder)
+    assert (returncode, report["run"], report["unexplained"], report["stop"]) == (1, "distributed", [], None), stderr
+    assert verdicts(report) == {("PFL402", 24, "confirmed")}
+    assert report["findings"][0]["evidence"]["mechanism"].endswith(
+        "the sampler's epoch stayed 0, so every epoch repeats the first shuffle")
+    assert report["notes"][0] == (
+        "the script passes its --rank and --world-size to init_process_group: each process got --rank=N and "
+        "--world-size=2 after the script's arguments, as one process per rank started by hand would")
+    assert report["outcome"] == "finished without a failure; no process left behind"
+    assert snapshot(folder) == before

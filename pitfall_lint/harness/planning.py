@@ -29,6 +29,8 @@ _DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDe
 # Module-level calls of a model file that only configure things (sys.path.append, warnings.filterwarnings).
 _SETUP_MODULES = frozenset({"sys", "os", "warnings", "logging", "torch", "np", "numpy", "random", "matplotlib"})
 _LOCAL_RANK_OPTIONS = ("--local_rank", "--local-rank")
+# init_process_group's keywords a script may fill from its own options, with the variable torch.distributed.run sets.
+_RANK_KEYWORDS = {"rank": "RANK", "world_size": "WORLD_SIZE"}
 _MAX_IMPORTED = 200  # project files followed from one script's imports
 
 
@@ -38,6 +40,7 @@ class Plan:
     reason: str
     example: str | None = None
     local_rank_option: str | None = None  # the option each rank gets its local rank through, as launch passes it
+    rank_options: tuple[tuple[str, str], ...] = ()  # (`--rank`, "RANK"): options each rank gets its own value through
     model: dict[str, object] | None = None  # for a model file: the constructor call found in the project
     starts: str | None = None  # for a script that starts processes itself: the call that starts them
 
@@ -85,6 +88,28 @@ def _local_rank_option(tree: ast.Module) -> str | None:
                 if isinstance(argument, ast.Constant) and argument.value in _LOCAL_RANK_OPTIONS:
                     return argument.value
     return None
+
+
+def _rank_options(ctx: FileContext) -> tuple[tuple[str, str], ...]:
+    """`--rank` and `--world-size` options the parser declares and `init_process_group(rank=args.rank, ...)` takes,
+    with the launcher's variable for each: started one process per rank by hand, each gets its own `--rank`."""
+    passed = {
+        keyword.arg for node in ast.walk(ctx.tree)
+        if isinstance(node, ast.Call) and ctx.qualified_name(node.func, []) == "torch.distributed.init_process_group"
+        for keyword in node.keywords
+        if keyword.arg in _RANK_KEYWORDS and isinstance(keyword.value, ast.Attribute) and keyword.value.attr == keyword.arg
+    }
+    found: dict[str, str] = {}
+    for node in ast.walk(ctx.tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument"):
+            continue
+        spelled = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        long = [o for o in spelled if o.startswith("--")]
+        dest = next((k.value.value for k in node.keywords if k.arg == "dest" and isinstance(k.value, ast.Constant)),
+                    long[0][2:].replace("-", "_") if long else None)
+        if long and dest in passed:
+            found.setdefault(dest, long[0])
+    return tuple((found[k], variable) for k, variable in _RANK_KEYWORDS.items() if k in found)
 
 
 def _imported_names(tree: ast.Module) -> list[str]:
@@ -218,7 +243,7 @@ def plan_run(path: str, data: bytes, tree: ast.Module, example: str | None) -> P
         workers = _calls(ctx, _WORKERS)
         if sets_up_distributed(ctx) and not spawners and not workers:
             return Plan("distributed", "it sets up distributed training, so it runs as N ranks under torch.distributed.run",
-                        local_rank_option=_local_rank_option(tree))
+                        local_rank_option=_local_rank_option(tree), rank_options=_rank_options(ctx))
         if sets_up_distributed(ctx) and workers and not spawners:
             started = workers[0].rpartition(".")[2]
             return Plan("script", f"it starts its own worker processes ({started}), so it runs once as `python FILE` "

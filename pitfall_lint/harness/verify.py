@@ -190,6 +190,8 @@ def _environment(scratch: Path, script: str, root: str, device: str, devices: in
     )
     if plan.local_rank_option:
         env["PITFALL_LINT_LOCAL_RANK_OPTION"] = plan.local_rank_option
+    if plan.rank_options:
+        env["PITFALL_LINT_RANK_OPTIONS"] = json.dumps(plan.rank_options)
     if plan.model is not None:
         env["PITFALL_LINT_MODEL"] = json.dumps(plan.model)
     if env.get("TORCH_DISTRIBUTED_DEBUG") == "DETAIL":
@@ -583,9 +585,17 @@ _GLOO_DIFFERS = (
 )
 
 
+def _rank_options_note(given: list[list[str]]) -> str:
+    """The script's own `--rank`/`--world-size`, which verify gave each process: its arguments were the same for all."""
+    shown = [f"{option}={'N' if variable == 'RANK' else value}" for option, variable, value in given]
+    return (f"the script passes its {' and '.join(o for o, _, _ in given)} to init_process_group: each process got "
+            f"{' and '.join(shown)} after the script's arguments, as one process per rank started by hand would")
+
+
 def _notes(run: RunRecord, options: VerifyOptions) -> list[str]:
     notes = [f"the script reads {e['option']}: each rank got {e['option']}=N, as torch.distributed.launch passes it "
              "(torchrun sets only LOCAL_RANK)" for e in run.of("local-rank-option")][:1]
+    notes += [_rank_options_note(e["given"]) for e in run.of("rank-options")][:1]
     devices = run.of("virtual-devices")
     nodes = {e.get("node") for e in run.of("launched")}
     if devices and run.of("virtual-device-used"):
