@@ -156,3 +156,20 @@ def test_a_script_started_one_process_per_rank_by_hand_gets_each_rank_its_own_ra
         "--world-size=2 after the script's arguments, as one process per rank started by hand would")
     assert report["outcome"] == "finished without a failure; no process left behind"
     assert snapshot(folder) == before
+
+
+def test_data_parallel_over_a_gpu_list_handed_to_the_worker_runs_on_that_many_virtual_ones(tmp_path: Path) -> None:
+    """tczhangzhi's dataparallel.py shape: `gpus = [0, 1, 2, 3]` in main(), `main_worker(gpus=gpus, ...)`,
+    `nn.DataParallel(model, device_ids=gpus)`; with two virtual devices the forward asked for device 2 and verify told
+    the user to pass --nproc N."""
+    folder = project(tmp_path, "gpu_list")
+    before = snapshot(folder)
+    returncode, report, stderr = run_verify(folder / "dataparallel.py", cwd=folder)
+    assert (returncode, verdicts(report), report["unexplained"], report["stop"]) == (
+        1, {("PFL203", 41, "confirmed")}, [], None), stderr
+    assert report["mode"] == ("script: the script, with nn.DataParallel 4-way; 4 virtual CUDA devices on the CPU (no "
+                              "real GPU visible)")
+    assert report["notes"][0] == ("the script is written for 4 CUDA devices (dataparallel.py:31): verify gave it 4 "
+                                  "(--nproc 4)")
+    assert report["outcome"] == "finished without a failure; no process left behind"
+    assert snapshot(folder) == before

@@ -188,12 +188,34 @@ def _int_constants(tree: ast.Module) -> dict[str, int]:
     return {name: v for name, (v, *rest) in values.items() if not rest and type(v) is int}
 
 
+def _int_list(value: ast.expr | None) -> list[int] | None:
+    """`[0, 1, 2, 3]`: a list or tuple of integer literals, or None."""
+    if not isinstance(value, (ast.List, ast.Tuple)) or not value.elts:
+        return None
+    ids = [e.value for e in value.elts if isinstance(e, ast.Constant) and type(e.value) is int]
+    return ids if len(ids) == len(value.elts) else None
+
+
+def _int_lists(tree: ast.Module) -> dict[str, list[int]]:
+    """Names the file assigns once, to a list of integer literals (`gpus = [0, 1, 2, 3]`), and nothing else: a
+    parameter of that name (`main_worker(gpus, args)`, called with `gpus=gpus`) is taken to carry it."""
+    bound: dict[str, list[ast.expr | None]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    bound.setdefault(target.id, []).append(None if isinstance(node, ast.AugAssign) else node.value)
+    return {name: ids for name, (value, *rest) in bound.items() if not rest and (ids := _int_list(value)) is not None}
+
+
 def hard_coded_devices(path: str, data: bytes, tree: ast.Module) -> tuple[int, int] | None:
     """The CUDA devices the script was written for, where it spells them as constants (`mp.spawn(..., nprocs=4)`,
-    `nprocs=WORLD_SIZE` with `WORLD_SIZE = 4`, `device_ids=[0, 1, 2, 3]`): the most it asks for, with the line. A run
-    with fewer fails at the first device it lacks; one with that many runs it as written."""
+    `nprocs=WORLD_SIZE` with `WORLD_SIZE = 4`, `device_ids=[0, 1, 2, 3]`, `device_ids=gpus` with `gpus = [0, 1, 2, 3]`):
+    the most it asks for, with the line. A run with fewer fails at the first device it lacks; one with that many runs
+    it as written."""
     ctx = _context(path, data, tree)
-    constants = _int_constants(tree)
+    constants, lists = _int_constants(tree), _int_lists(tree)
     found: list[tuple[int, int]] = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
@@ -204,9 +226,9 @@ def hard_coded_devices(path: str, data: bytes, tree: ast.Module) -> tuple[int, i
                 count = value.value if isinstance(value, ast.Constant) else constants.get(getattr(value, "id", ""))
                 if type(count) is int:
                     found.append((count, node.lineno))
-            elif keyword.arg == "device_ids" and isinstance(value, (ast.List, ast.Tuple)) and value.elts:
-                ids = [e.value for e in value.elts if isinstance(e, ast.Constant) and type(e.value) is int]
-                if len(ids) == len(value.elts):
+            elif keyword.arg == "device_ids":
+                ids = _int_list(value) if not isinstance(value, ast.Name) else lists.get(value.id)
+                if ids:
                     found.append((max(ids) + 1, node.lineno))
     return max(found, key=lambda f: f[0]) if found else None
 
