@@ -47,6 +47,7 @@ _NEXT_STEP = re.compile(
     r"|add pitfall_lint_example|needs constructor arguments|can shape only one|--nproc N gives it|under another package"
     r"|use a torch built with MPI|run verify on a machine with N GPUs|after `--`"
     r"|before the command \(|runs it under torchrun: pitfall-lint verify"
+    r"|PYTHONPATH=\S+ pitfall-lint verify "  # the command line that finds the repository's own package
 )
 # Reasons that are verify's own doing: its budget and timeouts, its stand-ins and virtual devices, its crashes.
 _VERIFY_ITSELF = re.compile(

@@ -3,6 +3,8 @@ leaves the other findings their run."""
 
 from __future__ import annotations
 
+import re
+import socket
 from pathlib import Path
 
 import pytest
@@ -90,17 +92,23 @@ def test_data_parallel_over_four_listed_devices_runs_on_four_virtual_ones(tmp_pa
                                   "(--nproc 4)")
 
 
-def test_a_device_count_that_is_no_constant_is_answered_with_nproc_not_a_gpu_machine(tmp_path: Path) -> None:
+def test_a_device_count_that_is_no_constant_is_given_by_a_run_again_with_the_devices_asked_for(tmp_path: Path) -> None:
+    """aurotripathy's mnist-distributed.py shape: `mp.spawn(..., nprocs=args.gpus)`, its default the GPUs of the machine
+    it was written for. Ranks 2 and 3 asked for devices the first run lacked; verify stopped with "--nproc N gives it
+    N" where the index it was asked for says N."""
     folder = project(tmp_path, "four_gpus")
+    before = snapshot(folder)
     returncode, report, stderr = run_verify(folder / "train_args.py", cwd=folder)
-    stop = ("the code asked for a CUDA device at train_args.py:17 beyond the 2 virtual ones of this run; --nproc N gives "
-            "it N: pass the number of GPUs it was written for")
-    assert (returncode, report["stop"]) == (2, stop), stderr
-    assert verdicts(report) == {("PFL203", 25, "not-run")}
-    assert stderr.strip().splitlines()[-1] == f"error: {folder / 'train_args.py'}: {stop}"
-    # As the advice says: four virtual devices run it to its end.
-    returncode, report, stderr = run_verify(folder / "train_args.py", "--nproc", "4", cwd=folder)
-    assert (returncode, verdicts(report), report["stop"]) == (1, {("PFL203", 25, "confirmed")}, None), stderr
+    assert (returncode, verdicts(report), report["unexplained"], report["stop"]) == (
+        1, {("PFL203", 25, "confirmed")}, [], None), stderr
+    assert report["mode"] == ("script: the script and the processes it starts (torch.multiprocessing.spawn); 4 virtual "
+                              "CUDA devices on the CPU (no real GPU visible)")
+    first, _, again = re.fullmatch(r"(.*) \((\d+\.\d) s\)(.*)", report["notes"][0]).groups()
+    assert (first, again) == ("the code asked for a CUDA device at train_args.py:17 beyond the 2 virtual ones of the "
+                              "run before", ": verify ran it again with 4 (--nproc 4)")
+    assert report["outcome"] == ("failed (exit code 1); no process left behind; run again with 4 virtual devices, "
+                                 "finished without a failure; no process left behind")
+    assert snapshot(folder) == before
 
 
 def test_local_rank_used_as_the_rank_is_stopped_as_a_collision_not_a_timeout(tmp_path: Path) -> None:
@@ -134,3 +142,41 @@ def test_a_script_whose_imported_helper_sets_up_the_group_runs_as_ranks(tmp_path
     assert report["findings"][0]["evidence"]["mechanism"] == (
         f"ranks 0 and 1 each wrote {folder / 'classifier.pt'} from line 22: concurrent writers of one file corrupt it "
         "(the writes went to the scratch folder)")
+
+
+def test_a_script_started_one_process_per_rank_by_hand_gets_each_rank_its_own_rank(tmp_path: Path) -> None:
+    """narumiruna/PyTorch-Distributed-Example's shape: the README starts each rank with its own --rank; given the one
+    command line, both ranks joined as rank 0 and the second failed with EADDRINUSE on the script's own address."""
+    folder = project(tmp_path, "rank_by_hand")
+    before = snapshot(folder)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    returncode, report, stderr = run_verify(folder / "main.py", "--", "--init-method", f"tcp://127.0.0.1:{port}",
+                                            "--rank", "0", "--world-size", "2", cwd=folder)
+    assert (returncode, report["run"], report["unexplained"], report["stop"]) == (1, "distributed", [], None), stderr
+    assert verdicts(report) == {("PFL402", 24, "confirmed")}
+    assert report["findings"][0]["evidence"]["mechanism"].endswith(
+        "the sampler's epoch stayed 0, so every epoch repeats the first shuffle")
+    assert report["notes"][0] == (
+        "the script passes its --rank and --world-size to init_process_group: each process got --rank=N and "
+        "--world-size=2 after the script's arguments, as one process per rank started by hand would")
+    assert report["outcome"] == "finished without a failure; no process left behind"
+    assert snapshot(folder) == before
+
+
+def test_data_parallel_over_a_gpu_list_handed_to_the_worker_runs_on_that_many_virtual_ones(tmp_path: Path) -> None:
+    """tczhangzhi's dataparallel.py shape: `gpus = [0, 1, 2, 3]` in main(), `main_worker(gpus=gpus, ...)`,
+    `nn.DataParallel(model, device_ids=gpus)`; with two virtual devices the forward asked for device 2 and verify told
+    the user to pass --nproc N."""
+    folder = project(tmp_path, "gpu_list")
+    before = snapshot(folder)
+    returncode, report, stderr = run_verify(folder / "dataparallel.py", cwd=folder)
+    assert (returncode, verdicts(report), report["unexplained"], report["stop"]) == (
+        1, {("PFL203", 41, "confirmed")}, [], None), stderr
+    assert report["mode"] == ("script: the script, with nn.DataParallel 4-way; 4 virtual CUDA devices on the CPU (no "
+                              "real GPU visible)")
+    assert report["notes"][0] == ("the script is written for 4 CUDA devices (dataparallel.py:31): verify gave it 4 "
+                                  "(--nproc 4)")
+    assert report["outcome"] == "finished without a failure; no process left behind"
+    assert snapshot(folder) == before

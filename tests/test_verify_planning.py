@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pitfall_lint.harness.planning import constructor_call, model_classes, plan_run
+from pitfall_lint.harness.planning import constructor_call, hard_coded_devices, model_classes, plan_run
 from pitfall_lint.harness.project import project_root
 from pitfall_lint.harness.reasons import final_statement
 
@@ -150,6 +150,50 @@ def test_the_local_rank_option_a_script_declares_is_passed(option: str) -> None:
         dist.init_process_group("nccl")
         """, path="train.py")
     assert (decided.kind, decided.local_rank_option) == ("distributed", option)
+
+
+def test_the_rank_and_world_size_a_script_passes_to_init_process_group_are_given_each_rank() -> None:
+    decided = plan("""
+        import argparse
+        from torch import distributed
+        parser = argparse.ArgumentParser()
+        parser.add_argument("-s", "--world-size", type=int, default=1)
+        parser.add_argument("-r", "--rank", type=int, default=0)
+        parser.add_argument("--node", dest="node_rank", type=int, default=0)
+        args = parser.parse_args()
+        distributed.init_process_group("gloo", init_method="tcp://127.0.0.1:23456", world_size=args.world_size,
+                                       rank=args.rank)
+        """, path="main.py")
+    assert (decided.kind, decided.rank_options) == ("distributed", (("--rank", "RANK"), ("--world-size", "WORLD_SIZE")))
+
+
+def test_a_rank_option_the_script_does_not_pass_to_init_process_group_is_left_alone() -> None:
+    decided = plan("""
+        import argparse
+        import torch.distributed as dist
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--rank", type=int, default=0)
+        args = parser.parse_args()
+        dist.init_process_group("gloo")
+        """, path="main.py")
+    assert (decided.kind, decided.rank_options) == ("distributed", ())
+
+
+@pytest.mark.parametrize(("binding", "found"), [
+    ("gpus = [0, 1, 2, 3]", (4, 6)),  # the line of the DataParallel
+    ("gpus = [0, 1, 2]; gpus += [3]", None),  # bound twice: not one constant
+    ("gpus = list(range(4))", None),
+])
+def test_a_gpu_list_handed_to_data_parallel_by_name_is_a_constant_count(binding: str, found: tuple[int, int] | None) -> None:
+    data = textwrap.dedent(f"""\
+        import torch.nn as nn
+        {binding}
+        def worker(gpus):
+            pass
+
+        model = nn.DataParallel(nn.Linear(2, 2), device_ids=gpus)
+        """).encode()
+    assert hard_coded_devices("train.py", data, ast.parse(data)) == found
 
 
 def test_the_final_statement_is_the_last_one_under_the_main_guard() -> None:

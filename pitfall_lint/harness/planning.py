@@ -30,6 +30,8 @@ _DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDe
 # Module-level calls of a model file that only configure things (sys.path.append, warnings.filterwarnings).
 _SETUP_MODULES = frozenset({"sys", "os", "warnings", "logging", "torch", "np", "numpy", "random", "matplotlib"})
 _LOCAL_RANK_OPTIONS = ("--local_rank", "--local-rank")
+# init_process_group's keywords a script may fill from its own options, with the variable torch.distributed.run sets.
+_RANK_KEYWORDS = {"rank": "RANK", "world_size": "WORLD_SIZE"}
 _MAX_IMPORTED = 200  # project files followed from one script's imports
 
 
@@ -39,6 +41,7 @@ class Plan:
     reason: str
     example: str | None = None
     local_rank_option: str | None = None  # the option each rank gets its local rank through, as launch passes it
+    rank_options: tuple[tuple[str, str], ...] = ()  # (`--rank`, "RANK"): options each rank gets its own value through
     model: dict[str, object] | None = None  # for a model file: the constructor call found in the project
     starts: str | None = None  # for a script that starts processes itself: the call that starts them
     collective: str | None = None  # for a model file whose code calls one (`all_gather`, line 194): run as N DDP ranks
@@ -87,6 +90,28 @@ def _local_rank_option(tree: ast.Module) -> str | None:
                 if isinstance(argument, ast.Constant) and argument.value in _LOCAL_RANK_OPTIONS:
                     return argument.value
     return None
+
+
+def _rank_options(ctx: FileContext) -> tuple[tuple[str, str], ...]:
+    """`--rank` and `--world-size` options the parser declares and `init_process_group(rank=args.rank, ...)` takes,
+    with the launcher's variable for each: started one process per rank by hand, each gets its own `--rank`."""
+    passed = {
+        keyword.arg for node in ast.walk(ctx.tree)
+        if isinstance(node, ast.Call) and ctx.qualified_name(node.func, []) == "torch.distributed.init_process_group"
+        for keyword in node.keywords
+        if keyword.arg in _RANK_KEYWORDS and isinstance(keyword.value, ast.Attribute) and keyword.value.attr == keyword.arg
+    }
+    found: dict[str, str] = {}
+    for node in ast.walk(ctx.tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument"):
+            continue
+        spelled = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        long = [o for o in spelled if o.startswith("--")]
+        dest = next((k.value.value for k in node.keywords if k.arg == "dest" and isinstance(k.value, ast.Constant)),
+                    long[0][2:].replace("-", "_") if long else None)
+        if long and dest in passed:
+            found.setdefault(dest, long[0])
+    return tuple((found[k], variable) for k, variable in _RANK_KEYWORDS.items() if k in found)
 
 
 def _imported_names(tree: ast.Module) -> list[str]:
@@ -165,12 +190,34 @@ def _int_constants(tree: ast.Module) -> dict[str, int]:
     return {name: v for name, (v, *rest) in values.items() if not rest and type(v) is int}
 
 
+def _int_list(value: ast.expr | None) -> list[int] | None:
+    """`[0, 1, 2, 3]`: a list or tuple of integer literals, or None."""
+    if not isinstance(value, (ast.List, ast.Tuple)) or not value.elts:
+        return None
+    ids = [e.value for e in value.elts if isinstance(e, ast.Constant) and type(e.value) is int]
+    return ids if len(ids) == len(value.elts) else None
+
+
+def _int_lists(tree: ast.Module) -> dict[str, list[int]]:
+    """Names the file assigns once, to a list of integer literals (`gpus = [0, 1, 2, 3]`), and nothing else: a
+    parameter of that name (`main_worker(gpus, args)`, called with `gpus=gpus`) is taken to carry it."""
+    bound: dict[str, list[ast.expr | None]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    bound.setdefault(target.id, []).append(None if isinstance(node, ast.AugAssign) else node.value)
+    return {name: ids for name, (value, *rest) in bound.items() if not rest and (ids := _int_list(value)) is not None}
+
+
 def hard_coded_devices(path: str, data: bytes, tree: ast.Module) -> tuple[int, int] | None:
     """The CUDA devices the script was written for, where it spells them as constants (`mp.spawn(..., nprocs=4)`,
-    `nprocs=WORLD_SIZE` with `WORLD_SIZE = 4`, `device_ids=[0, 1, 2, 3]`): the most it asks for, with the line. A run
-    with fewer fails at the first device it lacks; one with that many runs it as written."""
+    `nprocs=WORLD_SIZE` with `WORLD_SIZE = 4`, `device_ids=[0, 1, 2, 3]`, `device_ids=gpus` with `gpus = [0, 1, 2, 3]`):
+    the most it asks for, with the line. A run with fewer fails at the first device it lacks; one with that many runs
+    it as written."""
     ctx = _context(path, data, tree)
-    constants = _int_constants(tree)
+    constants, lists = _int_constants(tree), _int_lists(tree)
     found: list[tuple[int, int]] = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
@@ -181,9 +228,9 @@ def hard_coded_devices(path: str, data: bytes, tree: ast.Module) -> tuple[int, i
                 count = value.value if isinstance(value, ast.Constant) else constants.get(getattr(value, "id", ""))
                 if type(count) is int:
                     found.append((count, node.lineno))
-            elif keyword.arg == "device_ids" and isinstance(value, (ast.List, ast.Tuple)) and value.elts:
-                ids = [e.value for e in value.elts if isinstance(e, ast.Constant) and type(e.value) is int]
-                if len(ids) == len(value.elts):
+            elif keyword.arg == "device_ids":
+                ids = _int_list(value) if not isinstance(value, ast.Name) else lists.get(value.id)
+                if ids:
                     found.append((max(ids) + 1, node.lineno))
     return max(found, key=lambda f: f[0]) if found else None
 
@@ -234,7 +281,7 @@ def plan_run(path: str, data: bytes, tree: ast.Module, example: str | None) -> P
         workers = _calls(ctx, _WORKERS)
         if sets_up_distributed(ctx) and not spawners and not workers:
             return Plan("distributed", "it sets up distributed training, so it runs as N ranks under torch.distributed.run",
-                        local_rank_option=_local_rank_option(tree))
+                        local_rank_option=_local_rank_option(tree), rank_options=_rank_options(ctx))
         if sets_up_distributed(ctx) and workers and not spawners:
             started = workers[0].rpartition(".")[2]
             return Plan("script", f"it starts its own worker processes ({started}), so it runs once as `python FILE` "

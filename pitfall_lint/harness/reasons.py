@@ -26,7 +26,7 @@ BUDGET_ENDED = "the step budget ended the run"
 NO_STEP_YET = "no optimizer step had finished"
 SMALL_BATCH = 8
 # A device index past the virtual devices of the run (virtual_cuda's words).
-_BEYOND_VIRTUAL = re.compile(r"\[pitfall-lint: (?P<count>\d+) virtual devices, asked for \d+\]")
+_BEYOND_VIRTUAL = re.compile(r"\[pitfall-lint: (?P<count>\d+) virtual devices, asked for (?P<index>\d+)\]")
 # Raised by launchers when a child failed: never the cause, always the echo of another failure.
 # SignalException: torch's launcher turning the SIGTERM of a stopped run into an exception.
 ECHOES = frozenset({"ChildFailedError", "ProcessExitedException", "ProcessRaisedException", "KeyboardInterrupt",
@@ -68,6 +68,28 @@ def _where(place: dict[str, Any] | None) -> str:
     if place.get("cell"):
         return f" at {shown_path(place['file'])}:cell {place['cell']}:{place['cell_line']}"
     return f" at {shown_path(place['file'])}:{place['line']}"
+
+
+@dataclass(frozen=True)
+class BeyondDevices:
+    """A CUDA device index the code asked for past the virtual devices of its run: how many it had, how many the
+    index needs, and where it asked."""
+
+    count: int
+    wanted: int
+    where: str
+
+
+def beyond_devices(errors: list[dict[str, Any]], run: RunRecord) -> BeyondDevices | None:
+    """Where the run's unexplained errors ask for a device index beyond the virtual ones: the devices the highest index
+    needs, or the ranks' process group where it is larger (one device a rank; which ranks fail first is a race)."""
+    asked = [(int(m["count"]), int(m["index"]) + 1, _where(e.get("user_frame")))
+             for e in errors if (m := _BEYOND_VIRTUAL.search(e.get("message") or ""))]
+    if not asked:
+        return None
+    count, wanted, where = max(asked, key=lambda a: a[1])
+    groups = [int(size) for e in run.of("group-joining") if str(size := e.get("world_size")).isdigit()]
+    return BeyondDevices(count, max([wanted, *groups]), where)
 
 
 def shown_path(path: str) -> str:

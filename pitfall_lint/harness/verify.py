@@ -41,8 +41,10 @@ from pitfall_lint.harness.reasons import (
     ECHOES,
     NO_STEP_YET,
     SMALL_BATCH,
-    batch_to_lower,
+    BeyondDevices,
     Stop,
+    batch_to_lower,
+    beyond_devices,
     crashed_after_the_end,
     ended_by_verifys_collective_timeout,
     final_statement,
@@ -51,7 +53,12 @@ from pitfall_lint.harness.reasons import (
 )
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord, Status
 from pitfall_lint.harness.runner import RunOutcome, run_guarded
-from pitfall_lint.harness.sandbox import SEAL_UNAVAILABLE, UNSEALED_NO_NAMESPACES, Enclosure, remove_scratch
+from pitfall_lint.harness.sandbox import (
+    SEAL_UNAVAILABLE,
+    UNSEALED_NO_NAMESPACES,
+    Enclosure,
+    remove_scratch,
+)
 from pitfall_lint.harness.signed import found_at_run_time
 from pitfall_lint.harness.words import counted
 from pitfall_lint.notebook import NotebookError, NotebookSource, read_notebook
@@ -105,6 +112,7 @@ class VerifyReport:
     stop: str | None = None  # where and why the run ended short of its end
     # Why the run could not be judged (timeout, a crash no finding explains, a finding not run), in one line.
     failure: str | None = None
+    beyond: BeyondDevices | None = None  # a CUDA device asked for past the virtual ones: how many the code wants
 
     @property
     def confirmed(self) -> bool:
@@ -199,6 +207,8 @@ def _environment(scratch: Path, script: str, root: str, device: str, devices: in
     )
     if plan.local_rank_option:
         env["PITFALL_LINT_LOCAL_RANK_OPTION"] = plan.local_rank_option
+    if plan.rank_options:
+        env["PITFALL_LINT_RANK_OPTIONS"] = json.dumps(plan.rank_options)
     if plan.model is not None:
         env["PITFALL_LINT_MODEL"] = json.dumps(plan.model)
     if env.get("TORCH_DISTRIBUTED_DEBUG") == "DETAIL":
@@ -292,9 +302,34 @@ def _check_options(options: VerifyOptions) -> None:
                            "(0: no limit)")
 
 
+# The most virtual devices a run is given again with, where the code asked for a device past those it had.
+MOST_VIRTUAL_DEVICES = 8
+
+
 def verify(
     path: str, options: VerifyOptions, rules: list[RuleSpec], progress: Callable[[str], None] = lambda _: None,
     settings: ProjectSettings | None = None,
+) -> VerifyReport:
+    """The run, and again with more virtual devices while the code asks for a device index past those of the last
+    run (up to MOST_VIRTUAL_DEVICES): the index says how many it was written for, so no advice is needed."""
+    report = _verify_once(path, options, rules, progress, settings)
+    while (beyond := report.beyond) is not None and report.stop is not None \
+            and beyond.count < beyond.wanted <= MOST_VIRTUAL_DEVICES:
+        asked = f"the code asked for a CUDA device{beyond.where} beyond the {beyond.count} virtual ones"
+        progress(f"running again with {beyond.wanted} virtual CUDA devices: {asked}")
+        again = _verify_once(path, replace(options, nproc=beyond.wanted), rules, progress, settings)
+        again.notes.insert(0, f"{asked} of the run before ({report.seconds:.1f} s): verify ran it again with "
+                           f"{beyond.wanted} (--nproc {beyond.wanted})")
+        again.outcome = f"{report.outcome}; run again with {beyond.wanted} virtual devices, {again.outcome}"
+        again.seconds += report.seconds
+        again.written = report.written + [w for w in again.written if w not in report.written]
+        report = again
+    return report
+
+
+def _verify_once(
+    path: str, options: VerifyOptions, rules: list[RuleSpec], progress: Callable[[str], None],
+    settings: ProjectSettings | None,
 ) -> VerifyReport:
     if importlib.util.find_spec("torch") is None:
         raise HarnessError("verify needs torch: install a CPU or CUDA build of torch in this environment")
@@ -437,6 +472,7 @@ def _run_again(report: VerifyReport, lifting: dict[str, str], lifted: dict[str, 
     report.seconds += second.seconds
     report.outcome += f"; run again, {second.outcome}"
     report.stop, report.unexplained, report.failure = second.stop, second.unexplained, second.failure
+    report.beyond = second.beyond
     return run
 
 
@@ -504,6 +540,7 @@ def _conclude(report: VerifyReport, run: RunRecord, outcome: RunOutcome, enclosu
     after_the_end = crashed_after_the_end(run)
     report.notes += list(after_the_end.values())
     report.unexplained = _unexplained(run, explained | ended_by_verifys_collective_timeout(run) | set(after_the_end))
+    report.beyond = beyond_devices(report.unexplained, run)
     unprobed = [f for f in project.in_file(source.path) if f.code not in probes]
     if report.unexplained and unprobed:
         report.notes += [f"{_at(f)} has a {f.code} finding, which verify has no probe for: it may explain the failure"
@@ -616,9 +653,17 @@ _GLOO_DIFFERS = (
 )
 
 
+def _rank_options_note(given: list[list[str]]) -> str:
+    """The script's own `--rank`/`--world-size`, which verify gave each process: its arguments were the same for all."""
+    shown = [f"{option}={'N' if variable == 'RANK' else value}" for option, variable, value in given]
+    return (f"the script passes its {' and '.join(o for o, _, _ in given)} to init_process_group: each process got "
+            f"{' and '.join(shown)} after the script's arguments, as one process per rank started by hand would")
+
+
 def _notes(run: RunRecord, options: VerifyOptions) -> list[str]:
     notes = [f"the script reads {e['option']}: each rank got {e['option']}=N, as torch.distributed.launch passes it "
              "(torchrun sets only LOCAL_RANK)" for e in run.of("local-rank-option")][:1]
+    notes += [_rank_options_note(e["given"]) for e in run.of("rank-options")][:1]
     devices = run.of("virtual-devices")
     nodes = {e.get("node") for e in run.of("launched")}
     if devices and run.of("virtual-device-used"):

@@ -26,6 +26,7 @@ import signal
 import socket
 import sys
 import time
+import urllib.parse
 from typing import Any
 
 from pitfall_lint.harness import isolation
@@ -197,6 +198,18 @@ def _hold_ports() -> None:
             emit("port-held", port=int(port), error=str(error))
 
 
+def _own_store_served(init_method: str) -> None:
+    """A script started one process per rank by hand (verify gives each its `--rank`) has rank 0 serve its own
+    `tcp://` address; under verify's launcher torch before 2.14 made every rank a client of the agent's store whatever
+    the address, so nobody served it and the ranks waited (torch 2.14 checks the address, as here)."""
+    from pitfall_lint.harness.child.run_script import RANK_OPTIONS
+
+    url = urllib.parse.urlparse(init_method)
+    agents = (os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT"))
+    if RANK_OPTIONS in os.environ and url.scheme == "tcp" and (url.hostname, str(url.port)) != agents:
+        os.environ.pop("TORCHELASTIC_USE_AGENT_STORE", None)
+
+
 def _patch_process_group(torch: Any, virtual: bool) -> None:
     """nccl without enough GPUs becomes gloo; joining the group is recorded, with the rank asked for, to tell a rank
     that waited from one that failed and two processes that joined as one rank (PFL302)."""
@@ -220,6 +233,7 @@ def _patch_process_group(torch: Any, virtual: bool) -> None:
 
     def init_process_group(*args: Any, **kwargs: Any) -> Any:
         args, kwargs = gloo_for_nccl(args, kwargs)
+        _own_store_served(str(kwargs.get("init_method", args[1] if len(args) > 1 else "") or ""))
         rank = kwargs.get("rank", args[4] if len(args) > 4 else -1)  # the rank it asks for (-1: from the environment)
         emit("group-joining", **user_place(), world_size=kwargs.get("world_size", os.environ.get("WORLD_SIZE")),
              init_method=str(kwargs.get("init_method") or "env://"), asked_rank=rank if isinstance(rank, int) else -1)

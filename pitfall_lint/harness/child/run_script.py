@@ -7,6 +7,7 @@ existing multi-node `torchrun` launch (see docs/verify.md).
 
 from __future__ import annotations
 
+import json
 import os
 import runpy
 import sys
@@ -18,6 +19,8 @@ from pitfall_lint.harness.child.start_methods import START_METHOD, make_default,
 # The option a script reads its local rank from (`--local_rank`), given to each rank as
 # torch.distributed.launch gives it; torchrun itself only sets LOCAL_RANK.
 LOCAL_RANK_OPTION = "PITFALL_LINT_LOCAL_RANK_OPTION"
+# [option, variable] pairs (`--rank`, RANK): options the script passes to init_process_group, each rank given its own.
+RANK_OPTIONS = "PITFALL_LINT_RANK_OPTIONS"
 
 
 def _argv0_as_given(script: str) -> None:
@@ -46,6 +49,10 @@ def main() -> int:
     if option and "LOCAL_RANK" in os.environ:
         sys.argv.append(f"{option}={os.environ['LOCAL_RANK']}")
         emit("local-rank-option", option=option)
+    given = [(o, v, os.environ[v]) for o, v in json.loads(os.environ.get(RANK_OPTIONS, "[]")) if v in os.environ]
+    if given:
+        sys.argv += [f"{option}={value}" for option, _, value in given]
+        emit("rank-options", given=given)
     sys.path[0] = os.path.dirname(script)
     method = os.environ.get(START_METHOD)
     if method:
