@@ -90,6 +90,25 @@ print(json.dumps({"exit": result.exit_code, "output": result.output, "rules": ru
 """
 
 
+# A whole run as the command runs it (CliRunner itself imports tempfile), what it imported written on stderr at exit.
+WHOLE_RUN_PROBE = r"""
+import atexit, json, sys
+from pitfall_lint.cli import main
+
+def imported():
+    ours = sorted(m for m in sys.modules if m.startswith(("pitfall_lint.project.", "pitfall_lint.analysis.")))
+    print(json.dumps({
+        "project": [m for m in ours if m.startswith("pitfall_lint.project.")],
+        "analyses": [m for m in ours if m.startswith("pitfall_lint.analysis.")],
+        "tempfile": "tempfile" in sys.modules,
+    }), file=sys.stderr)
+
+atexit.register(imported)
+sys.argv[0] = "pitfall-lint"
+main()
+"""
+
+
 def _imported(args: list[str], cwd: Path) -> dict:
     completed = subprocess.run([sys.executable, "-c", RULES_PROBE, *args], cwd=cwd, capture_output=True, text=True, check=True)
     return json.loads(completed.stdout)
@@ -101,6 +120,24 @@ def test_a_file_without_any_rule_s_words_imports_no_rule(tmp_path: Path) -> None
     (tmp_path / "x.py").write_text("x = 1\n")
     outcome = _imported(["check", "--no-cache", "x.py"], tmp_path)
     assert (outcome["exit"], outcome["output"], outcome["rules"]) == (0, "All checks passed! (1 file checked)\n", [])
+
+
+def test_a_file_no_rule_triggers_on_imports_no_summary_code(tmp_path: Path) -> None:
+    """The project model imports the summaries' code and the analyses of its questions where a summary is read or a
+    question asked, and the cache is written without tempfile: a pre-commit run on such a file needs none of them."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "x.py").write_text("x = 1\n")
+    completed = subprocess.run([sys.executable, "-c", WHOLE_RUN_PROBE, "check", "x.py"], cwd=tmp_path, capture_output=True, text=True)
+    assert (completed.returncode, completed.stdout) == (0, "All checks passed! (1 file checked)\n")
+    outcome = json.loads(completed.stderr)
+    assert outcome["project"] == [
+        "pitfall_lint.project.dependencies", "pitfall_lint.project.layout", "pitfall_lint.project.model",
+        "pitfall_lint.project.store",
+    ]
+    assert outcome["analyses"] == [
+        "pitfall_lint.analysis.distributed", "pitfall_lint.analysis.evidence", "pitfall_lint.analysis.scopes",
+    ]
+    assert not outcome["tempfile"]
 
 
 def test_a_file_imports_the_rules_whose_words_it_holds_only(tmp_path: Path) -> None:
