@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, NoReturn
 import click
 
 from pitfall_lint import __version__
-from pitfall_lint.report import FORMATS
+from pitfall_lint.formats import FORMATS
 
 if TYPE_CHECKING:
     from pitfall_lint.config import Config

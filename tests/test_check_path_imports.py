@@ -75,7 +75,7 @@ def test_start_up_imports_only_the_command_line(args: list[str]) -> None:
     outcome = json.loads(completed.stdout)
     assert outcome == {
         "exit": 0,
-        "ours": ["pitfall_lint", "pitfall_lint.cli", "pitfall_lint.diagnostic", "pitfall_lint.notebook", "pitfall_lint.report"],
+        "ours": ["pitfall_lint", "pitfall_lint.cli", "pitfall_lint.formats"],
     }
 
 
