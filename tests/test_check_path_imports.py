@@ -2,14 +2,33 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from marks import REPO
+from pitfall_lint.cli import main
+
+DDP_SCRIPT = """\
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+class Net(torch.nn.Module):
+    def forward(self, x):
+        return x
+
+
+dist.init_process_group("gloo")
+model = DDP(Net())
+"""
 
 PROBE = r"""
 import json, sys
@@ -138,6 +157,25 @@ def test_a_file_no_rule_triggers_on_imports_no_summary_code(tmp_path: Path) -> N
         "pitfall_lint.analysis.distributed", "pitfall_lint.analysis.evidence", "pitfall_lint.analysis.scopes",
     ]
     assert not outcome["tempfile"]
+
+
+def test_a_file_whose_summary_a_rule_needs_before_its_check_is_parsed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whether the DDP rules apply to the file asks whether the project sets up distributed training, which reads
+    the file's own summary before its check: the check takes the tree the summary was made from."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "train.py").write_text(DDP_SCRIPT)
+    monkeypatch.chdir(tmp_path)
+    parsed: list[str] = []
+    parse = ast.parse
+
+    def counted(source: object, filename: str = "<unknown>", *args: object, **kwargs: object) -> ast.AST:
+        parsed.append(os.path.basename(filename))
+        return parse(source, filename, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ast, "parse", counted)
+    result = CliRunner().invoke(main, ["check", "train.py"], catch_exceptions=False)
+    assert (result.exit_code, result.output) == (0, "All checks passed! (1 file checked)\n")
+    assert parsed == ["train.py"]
 
 
 def test_a_file_imports_the_rules_whose_words_it_holds_only(tmp_path: Path) -> None:

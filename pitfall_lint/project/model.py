@@ -29,6 +29,7 @@ from pitfall_lint.project.store import SummaryStore, content_key
 if TYPE_CHECKING:
     from pitfall_lint.config import TargetVersion
     from pitfall_lint.context import FileContext
+    from pitfall_lint.parsing import ParsedSource
     from pitfall_lint.project.summary import CallSite, ClassFacts, FileSummary, WrapSite
 
 DataParallelMode = Literal["auto", "always", "never"]
@@ -154,6 +155,7 @@ class ProjectModel:
         self._summaries: dict[str, FileSummary | None] = {}  # by content key
         self._keys: dict[str, str] = {}  # content key by path
         self._trees: dict[str, object] = {}  # path -> FileContext of a file being checked right now
+        self._last_parse: tuple[str, bytes, ParsedSource] | None = None  # of a summary, for the file's check (parse)
         self._memo: dict[tuple, object] = {}
         self._scans = 0  # words searched for in the files' bytes, before every file's identifiers are listed
         self._fresh: dict[str, list] = {}
@@ -166,7 +168,7 @@ class ProjectModel:
     def __getstate__(self) -> dict[str, object]:
         """For workers started with `spawn`: the files and settings; facts are worked out again there."""
         state = dict(self.__dict__)
-        state.update(_trees={}, _memo={}, _fresh={})
+        state.update(_trees={}, _memo={}, _fresh={}, _last_parse=None)
         return state
 
     @classmethod
@@ -341,7 +343,19 @@ class ProjectModel:
             parsed = parse_source(data, path)
         except (SyntaxError, ValueError, MemoryError, RecursionError):
             return None
+        self._last_parse = (path, data, parsed)
         return FileContext(path, parsed.tree, SourceText(parsed.data), self.view(path))
+
+    def parse(self, path: str, data: bytes) -> ParsedSource:
+        """The tree of a file to check: the one its summary was made from, when a question asked before the check
+        (may a rule apply here at all?) needed that summary, else parsed now; raises as parse_source does. The
+        pre-commit run on Lightning's trainer.py parsed it twice."""
+        from pitfall_lint.parsing import parse_source
+
+        kept, self._last_parse = self._last_parse, None
+        if kept is not None and kept[0] == os.path.abspath(path) and kept[1] == data:
+            return kept[2]
+        return parse_source(data, path)
 
     def _summary_or_empty(self, path: str) -> FileSummary:
         """The file's summary; an empty one where it has none (it cannot be read or parsed)."""
