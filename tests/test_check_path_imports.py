@@ -120,6 +120,7 @@ def imported():
         "project": [m for m in ours if m.startswith("pitfall_lint.project.")],
         "analyses": [m for m in ours if m.startswith("pitfall_lint.analysis.")],
         "tempfile": "tempfile" in sys.modules,
+        "pathspec": "pathspec" in sys.modules,
     }), file=sys.stderr)
 
 atexit.register(imported)
@@ -157,6 +158,25 @@ def test_a_file_no_rule_triggers_on_imports_no_summary_code(tmp_path: Path) -> N
         "pitfall_lint.analysis.distributed", "pitfall_lint.analysis.evidence", "pitfall_lint.analysis.scopes",
     ]
     assert not outcome["tempfile"]
+
+
+def test_an_ignore_file_s_patterns_are_translated_once_and_kept_in_the_cache(tmp_path: Path) -> None:
+    """Importing pathspec to translate a .gitignore's patterns cost more than the rest of reading and matching them:
+    their joined expression is kept in the cache, by the file's lines, and a run with the same file does without it."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / ".gitignore").write_text("ignored.py\n")
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "ignored.py").write_text("x = 2\n")
+
+    def run() -> tuple[int, str, bool]:
+        completed = subprocess.run([sys.executable, "-c", WHOLE_RUN_PROBE, "check", "."], cwd=tmp_path, capture_output=True, text=True)
+        return completed.returncode, completed.stdout, json.loads(completed.stderr)["pathspec"]
+
+    assert run() == (0, "All checks passed! (1 file checked)\n", True)
+    assert run() == (0, "All checks passed! (1 file checked)\n", False)
+    (tmp_path / ".gitignore").write_text("other.py\n")  # other lines: translated afresh
+    assert run() == (0, "All checks passed! (2 files checked)\n", True)
+    assert run() == (0, "All checks passed! (2 files checked)\n", False)
 
 
 def test_a_file_whose_summary_a_rule_needs_before_its_check_is_parsed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
