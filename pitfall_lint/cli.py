@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, NoReturn
 import click
 
 from pitfall_lint import __version__
-from pitfall_lint.report import FORMATS
+from pitfall_lint.formats import FORMATS
 
 if TYPE_CHECKING:
     from pitfall_lint.config import Config
@@ -201,7 +201,9 @@ def check(
     from pitfall_lint.config import ConfigError, ConfigResolver, matches
     from pitfall_lint.diagnostic import PARSE_ERROR, SUPPRESSION_CHECKS
     from pitfall_lint.files import MissingPathError, discover, display_path, existing_paths
+    from pitfall_lint.ignore_files import TRANSLATIONS
     from pitfall_lint.per_file import CommandLineChoices, PerFileSettings
+    from pitfall_lint.project.store import FOLDER
     from pitfall_lint.report import Report, writer
     from pitfall_lint.selection import known_codes, nearest_config
 
@@ -212,6 +214,7 @@ def check(
     try:
         start = Path(os.path.abspath(stdin_path)).parent if stdin_path else None  # stdin's configuration is its file's
         config = nearest_config(config_path, start)  # the run's own; each file's is the nearest to it
+        TRANSLATIONS.keep_in(None if no_cache or show_files else config.root / FOLDER)  # the ignore files' patterns
         choices = CommandLineChoices(
             _split(select) or None, _split(extend_select), _split(ignore), preview, _split(exclude), _split(extend_exclude)
         )

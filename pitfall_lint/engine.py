@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import PARSE_ERROR, Diagnostic
 from pitfall_lint.notebook import NOTEBOOK_SUFFIX, NotebookError, NotebookSource, read_notebook
-from pitfall_lint.parsing import newer_than_target, parse_source, target_message
+from pitfall_lint.parsing import newer_than_target, target_message
 from pitfall_lint.project.model import ProjectModel, Question
 from pitfall_lint.rules.base import Rule
 from pitfall_lint.rules.registry import RuleSpec
@@ -115,7 +115,7 @@ class Engine:
             unused = without_suppressed(path, data, (), SourceText(data).line, self._judged)
             return FileResult(path, tuple(unused), questions=view.questions(), summaries=project.take_fresh_summaries())
         try:
-            parsed = parse_source(data, path)
+            parsed = project.parse(path, data)
         except SyntaxError as error:
             return _parse_error(path, f"cannot parse: {error.msg}", error.lineno or 1, max(error.offset or 1, 1))
         except (ValueError, MemoryError, RecursionError) as error:

@@ -8,11 +8,17 @@ file around them, does without it.
 from __future__ import annotations
 
 import functools
+import hashlib
+import importlib.machinery
+import json
 import os
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
+
+from pitfall_lint.project.store import write_json_atomically
 
 if TYPE_CHECKING:
     from pathspec import GitIgnoreSpec
@@ -38,22 +44,10 @@ class _Patterns:
 
     @classmethod
     def of(cls, lines: tuple[str, ...]) -> _Patterns:
-        """Each pattern's expression as pathspec writes it, compiled once in the joined one (pathspec's own spec, which
-        compiles each of them, is built only for a file that takes paths back)."""
-        to_regex = _pattern_type().pattern_to_regex
-        patterns = [(regex, include) for regex, include in map(to_regex, filter(None, lines)) if include is not None and regex is not None]
-        # Each expression names its group alike: unnamed, they can stand side by side. Most match in any folder
-        # (`^(?:.+/)?name`): that start written once lets one try of each folder of the path serve them all.
-        anywhere, others = [], []
-        for regex, _ in patterns:
-            body = _GROUP_NAME.sub("(?:", regex)
-            if body.startswith(_IN_ANY_FOLDER):
-                anywhere.append(f"(?:{body.removeprefix(_IN_ANY_FOLDER)})")
-            else:
-                others.append(f"(?:{body})")
-        if anywhere:
-            others.append(f"{_IN_ANY_FOLDER}(?:{'|'.join(anywhere)})")
-        return cls(lines, re.compile("|".join(others)) if patterns else None, any(not include for _, include in patterns))
+        """The patterns' expressions compiled once in the joined one (pathspec's own spec, which compiles each of
+        them, is built only for a file that takes paths back)."""
+        joined, takes_back = TRANSLATIONS.joined(lines)
+        return cls(lines, re.compile(joined) if joined is not None else None, takes_back)
 
     def below(self, name: str) -> _Patterns:
         return _Patterns(self.lines, self.joined, self.takes_back, f"{self.where}{name}/")
@@ -64,6 +58,84 @@ class _Patterns:
         if self.joined is None or not self.joined.search(path):
             return None
         return _spec(self.lines).check_file(path).include if self.takes_back else True
+
+
+def _joined_expression(lines: tuple[str, ...]) -> tuple[str | None, bool]:
+    """Each pattern's expression as pathspec writes it, in one (None: no pattern), and whether some pattern takes
+    paths back."""
+    to_regex = _pattern_type().pattern_to_regex
+    patterns = [(regex, include) for regex, include in map(to_regex, filter(None, lines)) if include is not None and regex is not None]
+    # Each expression names its group alike: unnamed, they can stand side by side. Most match in any folder
+    # (`^(?:.+/)?name`): that start written once lets one try of each folder of the path serve them all.
+    anywhere, others = [], []
+    for regex, _ in patterns:
+        body = _GROUP_NAME.sub("(?:", regex)
+        if body.startswith(_IN_ANY_FOLDER):
+            anywhere.append(f"(?:{body.removeprefix(_IN_ANY_FOLDER)})")
+        else:
+            others.append(f"(?:{body})")
+    if anywhere:
+        others.append(f"{_IN_ANY_FOLDER}(?:{'|'.join(anywhere)})")
+    return ("|".join(others) if patterns else None), any(not include for _, include in patterns)
+
+
+class _Translations:
+    """Each ignore file's joined expression by the file's lines, kept in the cache folder from one run to the next:
+    importing pathspec, which translates the patterns, took longer than reading, translating and matching them (11 ms
+    of a pre-commit run on diffusers, whose .gitignore holds 188 lines). Kept apart for each install of pathspec (its
+    files' place and time of change), so that another version of it translates them afresh."""
+
+    def __init__(self) -> None:
+        self._folder: Path | None = None
+        self._known: dict[str, list] | None = None
+
+    def keep_in(self, folder: Path | None) -> None:
+        """Keep them in this cache folder; None: translate afresh in every run (--no-cache)."""
+        self._folder, self._known = folder, None
+
+    def joined(self, lines: tuple[str, ...]) -> tuple[str | None, bool]:
+        name = _translations_file() if self._folder is not None else None
+        if self._folder is None or name is None:
+            return _joined_expression(lines)
+        if self._known is None:
+            self._known = _read_json(self._folder / name)
+        key = hashlib.blake2b("\n".join(lines).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
+        found = self._known.get(key)
+        if isinstance(found, list) and len(found) == 2 and isinstance(found[0], (str, type(None))) and isinstance(found[1], bool):
+            return found[0], found[1]
+        joined, takes_back = _joined_expression(lines)
+        self._known[key] = [joined, takes_back]
+        try:
+            write_json_atomically(self._folder, name, self._known)
+        except OSError:
+            pass  # a read-only checkout translates them in every run
+        return joined, takes_back
+
+
+@functools.cache
+def _translations_file() -> str | None:
+    """Named after the install of pathspec; None where it cannot be found without importing it."""
+    spec = importlib.machinery.PathFinder.find_spec("pathspec")
+    if spec is None or spec.origin is None:
+        return None
+    try:
+        changed = os.stat(spec.origin).st_mtime_ns
+    except OSError:
+        return None
+    tag = hashlib.blake2b(f"{spec.origin}\0{changed}".encode(), digest_size=8).hexdigest()
+    return f"ignore-patterns-{tag}.json"
+
+
+def _read_json(path: Path) -> dict[str, list]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            found = json.load(handle)
+    except (OSError, ValueError):
+        return {}  # none yet, or unreadable: translated afresh
+    return found if isinstance(found, dict) else {}
+
+
+TRANSLATIONS = _Translations()
 
 
 def _pattern_type() -> type:

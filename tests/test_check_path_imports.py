@@ -2,14 +2,33 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from marks import REPO
+from pitfall_lint.cli import main
+
+DDP_SCRIPT = """\
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+class Net(torch.nn.Module):
+    def forward(self, x):
+        return x
+
+
+dist.init_process_group("gloo")
+model = DDP(Net())
+"""
 
 PROBE = r"""
 import json, sys
@@ -75,7 +94,7 @@ def test_start_up_imports_only_the_command_line(args: list[str]) -> None:
     outcome = json.loads(completed.stdout)
     assert outcome == {
         "exit": 0,
-        "ours": ["pitfall_lint", "pitfall_lint.cli", "pitfall_lint.diagnostic", "pitfall_lint.notebook", "pitfall_lint.report"],
+        "ours": ["pitfall_lint", "pitfall_lint.cli", "pitfall_lint.formats"],
     }
 
 
@@ -90,6 +109,26 @@ print(json.dumps({"exit": result.exit_code, "output": result.output, "rules": ru
 """
 
 
+# A whole run as the command runs it (CliRunner itself imports tempfile), what it imported written on stderr at exit.
+WHOLE_RUN_PROBE = r"""
+import atexit, json, sys
+from pitfall_lint.cli import main
+
+def imported():
+    ours = sorted(m for m in sys.modules if m.startswith(("pitfall_lint.project.", "pitfall_lint.analysis.")))
+    print(json.dumps({
+        "project": [m for m in ours if m.startswith("pitfall_lint.project.")],
+        "analyses": [m for m in ours if m.startswith("pitfall_lint.analysis.")],
+        "tempfile": "tempfile" in sys.modules,
+        "pathspec": "pathspec" in sys.modules,
+    }), file=sys.stderr)
+
+atexit.register(imported)
+sys.argv[0] = "pitfall-lint"
+main()
+"""
+
+
 def _imported(args: list[str], cwd: Path) -> dict:
     completed = subprocess.run([sys.executable, "-c", RULES_PROBE, *args], cwd=cwd, capture_output=True, text=True, check=True)
     return json.loads(completed.stdout)
@@ -101,6 +140,62 @@ def test_a_file_without_any_rule_s_words_imports_no_rule(tmp_path: Path) -> None
     (tmp_path / "x.py").write_text("x = 1\n")
     outcome = _imported(["check", "--no-cache", "x.py"], tmp_path)
     assert (outcome["exit"], outcome["output"], outcome["rules"]) == (0, "All checks passed! (1 file checked)\n", [])
+
+
+def test_a_file_no_rule_triggers_on_imports_no_summary_code(tmp_path: Path) -> None:
+    """The project model imports the summaries' code and the analyses of its questions where a summary is read or a
+    question asked, and the cache is written without tempfile: a pre-commit run on such a file needs none of them."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "x.py").write_text("x = 1\n")
+    completed = subprocess.run([sys.executable, "-c", WHOLE_RUN_PROBE, "check", "x.py"], cwd=tmp_path, capture_output=True, text=True)
+    assert (completed.returncode, completed.stdout) == (0, "All checks passed! (1 file checked)\n")
+    outcome = json.loads(completed.stderr)
+    assert outcome["project"] == [
+        "pitfall_lint.project.dependencies", "pitfall_lint.project.layout", "pitfall_lint.project.model",
+        "pitfall_lint.project.store",
+    ]
+    assert outcome["analyses"] == [
+        "pitfall_lint.analysis.distributed", "pitfall_lint.analysis.evidence", "pitfall_lint.analysis.scopes",
+    ]
+    assert not outcome["tempfile"]
+
+
+def test_an_ignore_file_s_patterns_are_translated_once_and_kept_in_the_cache(tmp_path: Path) -> None:
+    """Importing pathspec to translate a .gitignore's patterns cost more than the rest of reading and matching them:
+    their joined expression is kept in the cache, by the file's lines, and a run with the same file does without it."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / ".gitignore").write_text("ignored.py\n")
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "ignored.py").write_text("x = 2\n")
+
+    def run() -> tuple[int, str, bool]:
+        completed = subprocess.run([sys.executable, "-c", WHOLE_RUN_PROBE, "check", "."], cwd=tmp_path, capture_output=True, text=True)
+        return completed.returncode, completed.stdout, json.loads(completed.stderr)["pathspec"]
+
+    assert run() == (0, "All checks passed! (1 file checked)\n", True)
+    assert run() == (0, "All checks passed! (1 file checked)\n", False)
+    (tmp_path / ".gitignore").write_text("other.py\n")  # other lines: translated afresh
+    assert run() == (0, "All checks passed! (2 files checked)\n", True)
+    assert run() == (0, "All checks passed! (2 files checked)\n", False)
+
+
+def test_a_file_whose_summary_a_rule_needs_before_its_check_is_parsed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whether the DDP rules apply to the file asks whether the project sets up distributed training, which reads
+    the file's own summary before its check: the check takes the tree the summary was made from."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "train.py").write_text(DDP_SCRIPT)
+    monkeypatch.chdir(tmp_path)
+    parsed: list[str] = []
+    parse = ast.parse
+
+    def counted(source: object, filename: str = "<unknown>", *args: object, **kwargs: object) -> ast.AST:
+        parsed.append(os.path.basename(filename))
+        return parse(source, filename, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ast, "parse", counted)
+    result = CliRunner().invoke(main, ["check", "train.py"], catch_exceptions=False)
+    assert (result.exit_code, result.output) == (0, "All checks passed! (1 file checked)\n")
+    assert parsed == ["train.py"]
 
 
 def test_a_file_imports_the_rules_whose_words_it_holds_only(tmp_path: Path) -> None:

@@ -19,18 +19,18 @@ from typing import TYPE_CHECKING, Literal
 
 from pitfall_lint.analysis.distributed import SPAWNERS, may_set_up_distributed, sets_up_distributed
 from pitfall_lint.analysis.evidence import WRAPPED_ITSELF, WRAPPED_UNKNOWN, Evidence, WrapperKind
-from pitfall_lint.analysis.modules import EXPORTED, is_torch_module_name
 from pitfall_lint.analysis.scopes import definition_name
-from pitfall_lint.analysis.seeding import PER_RANK, is_random_transform
-from pitfall_lint.analysis.wrappers import same_checkpoint
 from pitfall_lint.project.dependencies import declared_floor, manifests, read_manifest
 from pitfall_lint.project.layout import Layout
 from pitfall_lint.project.store import SummaryStore, content_key
-from pitfall_lint.project.summary import UNKNOWN, CallSite, ClassFacts, FileSummary, WrapSite, summarize
 
+# The summaries' code and the analyses the questions use are imported where a summary is read or a question asked:
+# a run whose results all hold (a warm run, a file no rule triggers on) needs neither.
 if TYPE_CHECKING:
     from pitfall_lint.config import TargetVersion
     from pitfall_lint.context import FileContext
+    from pitfall_lint.parsing import ParsedSource
+    from pitfall_lint.project.summary import CallSite, ClassFacts, FileSummary, WrapSite
 
 DataParallelMode = Literal["auto", "always", "never"]
 DATA_PARALLEL_MODES: tuple[DataParallelMode, ...] = ("auto", "always", "never")
@@ -155,6 +155,7 @@ class ProjectModel:
         self._summaries: dict[str, FileSummary | None] = {}  # by content key
         self._keys: dict[str, str] = {}  # content key by path
         self._trees: dict[str, object] = {}  # path -> FileContext of a file being checked right now
+        self._last_parse: tuple[str, bytes, ParsedSource] | None = None  # of a summary, for the file's check (parse)
         self._memo: dict[tuple, object] = {}
         self._scans = 0  # words searched for in the files' bytes, before every file's identifiers are listed
         self._fresh: dict[str, list] = {}
@@ -167,7 +168,7 @@ class ProjectModel:
     def __getstate__(self) -> dict[str, object]:
         """For workers started with `spawn`: the files and settings; facts are worked out again there."""
         state = dict(self.__dict__)
-        state.update(_trees={}, _memo={}, _fresh={})
+        state.update(_trees={}, _memo={}, _fresh={}, _last_parse=None)
         return state
 
     @classmethod
@@ -305,6 +306,8 @@ class ProjectModel:
         summary: FileSummary | None = None
         row = self._store.get(key)
         if row is not None:
+            from pitfall_lint.project.summary import FileSummary
+
             try:
                 summary = FileSummary.from_row(row)
             except (TypeError, ValueError):
@@ -340,9 +343,29 @@ class ProjectModel:
             parsed = parse_source(data, path)
         except (SyntaxError, ValueError, MemoryError, RecursionError):
             return None
+        self._last_parse = (path, data, parsed)
         return FileContext(path, parsed.tree, SourceText(parsed.data), self.view(path))
 
+    def parse(self, path: str, data: bytes) -> ParsedSource:
+        """The tree of a file to check: the one its summary was made from, when a question asked before the check
+        (may a rule apply here at all?) needed that summary, else parsed now; raises as parse_source does. The
+        pre-commit run on Lightning's trainer.py parsed it twice."""
+        from pitfall_lint.parsing import parse_source
+
+        kept, self._last_parse = self._last_parse, None
+        if kept is not None and kept[0] == os.path.abspath(path) and kept[1] == data:
+            return kept[2]
+        return parse_source(data, path)
+
+    def _summary_or_empty(self, path: str) -> FileSummary:
+        """The file's summary; an empty one where it has none (it cannot be read or parsed)."""
+        from pitfall_lint.project.summary import FileSummary
+
+        return self.summary(path) or FileSummary()
+
     def _summarize(self, path: str, data: bytes) -> FileSummary | None:
+        from pitfall_lint.project.summary import summarize
+
         ctx = self._parsed(path, data)
         try:
             return summarize(ctx) if ctx is not None else None
@@ -408,6 +431,8 @@ class ProjectModel:
 
     def resolve(self, path: str, ref: str, depth: int = 0) -> Symbol:
         """What a ref spelled in `path` names: a class or function of the project, something outside it, or unknown."""
+        from pitfall_lint.project.summary import UNKNOWN
+
         if ref == UNKNOWN or ref.startswith("*.") or depth > _MAX_DEPTH:
             return _UNKNOWN
         summary = self.summary(path)
@@ -438,7 +463,7 @@ class ProjectModel:
         """A file's classes and functions by name, indexed once: each lookup of a name is then constant time."""
 
         def compute() -> _Definitions:
-            summary = self.summary(path) or FileSummary()
+            summary = self._summary_or_empty(path)
             nested: dict[str, list[str]] = {}
             for cls in summary.classes:
                 if "." in cls.name:
@@ -488,6 +513,8 @@ class ProjectModel:
     # -- the questions (answers are plain data)
 
     def is_module_class(self, path: str, name: str) -> bool:
+        from pitfall_lint.analysis.modules import is_torch_module_name
+
         def compute() -> bool:
             for class_path, class_name in self._class_ancestors(path, name):
                 facts = self._class_facts(class_path, class_name)
@@ -562,7 +589,7 @@ class ProjectModel:
         return path in exported  # type: ignore[operator]
 
     def _wrap_at(self, path: str, line: int, column: int) -> WrapSite | None:
-        return next((w for w in (self.summary(path) or FileSummary()).wraps if (w.line, w.column) == (line, column)), None)
+        return next((w for w in self._summary_or_empty(path).wraps if (w.line, w.column) == (line, column)), None)
 
     def wrapped_classes(self, path: str, line: int, column: int) -> list[list] | None:
         """[path, name, path as displayed, line] of each project class that the wrap call at this place of the file
@@ -666,7 +693,7 @@ class ProjectModel:
         else its public classes)."""
 
         def compute() -> list[tuple[tuple[str, str], int]]:
-            summary = self.summary(package) or FileSummary()
+            summary = self._summary_or_empty(package)
             found = [((package, c.name), c.line) for c in summary.classes if "." not in c.name and not c.name.startswith("_")]
             imports = dict(summary.imports)
             for name, line, how in summary.exports:
@@ -685,7 +712,7 @@ class ProjectModel:
         target = self._layout.resolve(importer, module)
         if target is None or target[1]:
             return []
-        summary = self.summary(target[0]) or FileSummary()
+        summary = self._summary_or_empty(target[0])
         listed = [name for name, _, how in summary.exports if how == "__all__"]
         if not listed:
             return [(target[0], c.name) for c in summary.classes if "." not in c.name and not c.name.startswith("_")]
@@ -702,6 +729,8 @@ class ProjectModel:
         each with the evidence of the export, a reach whose holder the source cannot tell."""
 
         def compute() -> dict[tuple[str, str], Evidence]:
+            from pitfall_lint.analysis.modules import EXPORTED
+
             found: dict[tuple[str, str], Evidence] = {}
             if self.data_parallel != "auto" or not self._is_library():
                 return found
@@ -758,7 +787,7 @@ class ProjectModel:
         return [
             (path, wrap)
             for path in self._may_wrap(kind)
-            for wrap in (self.summary(path) or FileSummary()).wraps
+            for wrap in self._summary_or_empty(path).wraps
             if (wrap.kind not in _DISTRIBUTED_WRAPS if kind == "DataParallel" else wrap.kind == kind)
         ]
 
@@ -914,6 +943,8 @@ class ProjectModel:
         """How the project function that `ref` (spelled in `path`) seeds the global generators: ["per-rank"] when it
         adds the rank itself, else ["as-given", parameter, position, path, line] (the parameter it seeds them with);
         None when it names no function that seeds them."""
+        from pitfall_lint.analysis.seeding import PER_RANK
+
         symbol = self.resolve(path, ref)
         summary = self.summary(symbol[1]) if symbol[0] == "function" else None
         found = [seeding for seeding in summary.seeders if seeding[0] == symbol[2]] if summary else []
@@ -932,6 +963,8 @@ class ProjectModel:
         return self._random_augmentation(symbol, 0) if symbol[0] in ("class", "function") else None
 
     def _random_augmentation(self, definition: Symbol, depth: int) -> Evidence | None:
+        from pitfall_lint.analysis.seeding import is_random_transform
+
         def compute() -> Evidence | None:
             kind, path, name = definition
             owners = self._class_ancestors(path, name) if kind == "class" else [(path, name)]
@@ -956,7 +989,7 @@ class ProjectModel:
 
         def compute() -> dict[str, list[CallSite]]:
             found: dict[str, list[CallSite]] = {}
-            for site in (self.summary(path) or FileSummary()).calls:
+            for site in self._summary_or_empty(path).calls:
                 found.setdefault(site.caller, []).append(site)
             return found
 
@@ -985,7 +1018,7 @@ class ProjectModel:
 
         def compute() -> dict[str, list[CallSite]]:
             found: dict[str, list[CallSite]] = {}
-            for site in (self.summary(path) or FileSummary()).calls:
+            for site in self._summary_or_empty(path).calls:
                 found.setdefault(site.callee.rpartition(".")[2], []).append(site)
             return found
 
@@ -1018,7 +1051,7 @@ class ProjectModel:
     def module_callers(self, path: str) -> list[tuple[str, int, str]]:
         """Where the other files of the project call the module-level functions of `path`: (file, line, function)."""
         path = os.path.abspath(path)
-        functions = [name for name, _ in (self.summary(path) or FileSummary()).functions if "." not in name]
+        functions = [name for name, _ in self._summary_or_empty(path).functions if "." not in name]
         return sorted((site_path, site.line, name) for name in functions for site_path, site in self._call_sites(path, name)
                       if site_path != path)
 
@@ -1080,7 +1113,7 @@ class ProjectModel:
         where one does (up to three calls up)."""
 
         def compute() -> bool:
-            facts = dict((self.summary(path) or FileSummary()).one_node)
+            facts = dict(self._summary_or_empty(path).one_node)
             if facts.get(""):
                 return True
             parts = name.split(".")
@@ -1099,7 +1132,7 @@ class ProjectModel:
             return all(
                 self.runs_on_one_node(site_path, site.caller, depth + 1)
                 if site.caller
-                else bool(dict((self.summary(site_path) or FileSummary()).one_node).get(""))
+                else bool(dict(self._summary_or_empty(site_path).one_node).get(""))
                 for site_path, site in sites
             )
 
@@ -1113,7 +1146,7 @@ class ProjectModel:
             return [
                 (site_path, site)
                 for site_path in self._possible_callers(path, owner, short)
-                for site in (self.summary(site_path) or FileSummary()).calls
+                for site in self._summary_or_empty(site_path).calls
                 if any(
                     ref.rpartition(".")[2] == short
                     and (site_path == path if ref.startswith("*.") else self.resolve(site_path, ref)[1:] == (path, name))
@@ -1162,6 +1195,8 @@ class ProjectModel:
         """Where the project saves a wrapper's state_dict (`module.` keys) to a file of this name, if it does."""
         # Such a save is `torch.save(<wrapper>.state_dict(), ...)` of a wrapper the file built: a file without the
         # words, or that never calls a wrapper, holds none.
+        from pitfall_lint.analysis.wrappers import same_checkpoint
+
         for path in self._files_saving_wrappers():
             summary = self.summary(path)
             for saved, line in summary.wrapper_saves if summary else ():
@@ -1172,6 +1207,7 @@ class ProjectModel:
     def bare_checkpoint_load(self, name: str) -> Evidence | None:
         """Where the project loads a checkpoint of this file name into a model that does not hold the wrapper on
         every path (a bare model, where the `module.` keys of a wrapper's save do not fit), if it does."""
+        from pitfall_lint.analysis.wrappers import same_checkpoint
 
         def compute() -> Evidence | None:
             literal = max(name.split("*"), key=len).encode()  # every file that can spell the name holds it

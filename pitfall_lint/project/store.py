@@ -5,13 +5,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 
 from pitfall_lint import __version__
-from pitfall_lint.project.summary import FORMAT
 
 FOLDER = ".pitfall_lint_cache"
+# The format of a summary's row (project/summary.py): bump it when a field of FileSummary changes, and cached summaries
+# of another format are computed afresh. Here, not beside the fields, so that a run whose files all keep their stamps
+# never imports the summaries' code (a pre-commit run starts a process on every commit).
+SUMMARY_FORMAT = 15
 
 
 def content_key(data: bytes) -> str:
@@ -24,7 +26,9 @@ def write_json_atomically(folder: Path, name: str, document: object) -> None:
     ignore = folder / ".gitignore"
     if not ignore.exists():
         ignore.write_text("# Created by pitfall-lint: safe to delete.\n*\n")
-    descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-")
+    # A name of its own, as tempfile.mkstemp makes one, without the cost of importing tempfile in every run.
+    temporary = folder / f".tmp-{os.urandom(8).hex()}"
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
             handle.write(json.dumps(document, separators=(",", ":")))  # dumps: json's C encoder, dump has none
@@ -46,7 +50,7 @@ class SummaryStore:
 
     def __init__(self, folder: Path | None) -> None:
         self._folder = folder
-        tag = hashlib.blake2b(f"{__version__}/{FORMAT}".encode(), digest_size=8).hexdigest()
+        tag = hashlib.blake2b(f"{__version__}/{SUMMARY_FORMAT}".encode(), digest_size=8).hexdigest()
         self._prefix = f"summaries-{tag}-"
         self._stamps_name = f"stamps-{tag}.json"
         self._shards: dict[str, dict[str, list]] = {}

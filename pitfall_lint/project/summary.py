@@ -32,9 +32,8 @@ from pitfall_lint.analysis.wrappers import (
     wrapper_receiving,
 )
 from pitfall_lint.context import FileContext
+from pitfall_lint.project.store import SUMMARY_FORMAT
 from pitfall_lint.traversal import Handler, traverse
-
-FORMAT = 15  # bump when a field changes: cached summaries of another format are computed afresh
 
 UNKNOWN = "?"  # a wrapped or returned module whose class cannot be told from the source
 _DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.data_parallel"})
@@ -143,11 +142,11 @@ class FileSummary:
 
     def to_row(self) -> list[object]:
         """Plain lists for the JSON cache."""
-        return [FORMAT, *([_plain(item) for item in field] for field in astuple_shallow(self))]
+        return [SUMMARY_FORMAT, *([_plain(item) for item in field] for field in astuple_shallow(self))]
 
     @staticmethod
     def from_row(row: list) -> FileSummary:
-        if row[0] != FORMAT:
+        if row[0] != SUMMARY_FORMAT:
             raise ValueError("another summary format")
         classes, functions, imports, returns, calls, wraps, distributed, spawns, saves, signatures, one_node, bare_loads, exports, seeders = row[1:]
 

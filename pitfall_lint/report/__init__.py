@@ -10,6 +10,7 @@ from functools import cached_property
 from typing import TextIO
 
 from pitfall_lint.diagnostic import Applicability, Diagnostic, RuleInfo, applies, available_fix
+from pitfall_lint.formats import WRITER_MODULES
 from pitfall_lint.notebook import NotebookError, file_lines
 
 
@@ -98,14 +99,7 @@ def place(d: Diagnostic) -> str:
     return f"{d.path}:{cell}{d.line}:{d.column}"
 
 
-# Each format's module in this package, imported only when the format is chosen.
-_MODULES = {
-    "text": "text", "json": "json_format", "json-lines": "json_lines", "github": "github", "sarif": "sarif",
-    "gitlab": "gitlab", "junit": "junit", "markdown": "markdown",
-}
-FORMATS = tuple(_MODULES)
-
-
 def writer(output_format: str) -> Writer:
-    write: Writer = importlib.import_module(f"{__name__}.{_MODULES[output_format]}").write
+    """The format's module in this package, imported only when the format is chosen."""
+    write: Writer = importlib.import_module(f"{__name__}.{WRITER_MODULES[output_format]}").write
     return write
