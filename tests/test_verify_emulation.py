@@ -155,3 +155,21 @@ def test_verifys_own_collective_timeout_is_reported_as_verifys_with_the_next_ste
     assert verdicts(report) == {("PFL207", 57, "not-run")}
     assert report["findings"][0]["evidence"]["mechanism"] == f"line 57 never ran: {stop}"
     assert stderr.strip().splitlines()[-1] == f"error: {folder / 'train.py'}: not run to its end: {stop}"
+
+
+# --- FSDP (FullyShardedDataParallel) over transformer blocks, bf16 mixed precision, a rank-0 full state_dict ---------
+
+
+def test_fsdp_on_virtual_devices_trains_and_saves_a_full_state_dict_on_every_rank(tmp_path: Path) -> None:
+    """`FSDP(model, device_id=local_rank, ...)` moved the parameters with `param.data = param.to(device)`, which gave
+    them the storage-less wrapper of a virtual tensor: rank 0 was killed by SIGSEGV at the FSDP line."""
+    folder = project(tmp_path, "fsdp_blocks")
+    before = snapshot(folder)
+    returncode, report, stderr = run_verify(folder / "train_fixed.py", cwd=folder)
+    assert (returncode, report["mode"], report["outcome"], report["stop"], report["unexplained"]) == (
+        0, TWO_RANKS, "finished without a failure; no process left behind", None, []), stderr
+    assert report["findings"] == []
+    assert report["notes"] == [VIRTUAL_DEVICES, NCCL_ON_GLOO, "1 finding in other files of the project was not reached "
+                                                              "by this run"]
+    assert (report["written"], snapshot(folder)) == ([], before)
+
