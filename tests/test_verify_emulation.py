@@ -4,6 +4,7 @@ build and the CUDA build `pip install torch` gives, run on a machine without a G
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -173,3 +174,21 @@ def test_fsdp_on_virtual_devices_trains_and_saves_a_full_state_dict_on_every_ran
                                                               "by this run"]
     assert (report["written"], snapshot(folder)) == ([], before)
 
+
+def test_a_full_fsdp_state_dict_taken_on_rank_zero_only_is_confirmed_as_a_divergent_collective(tmp_path: Path) -> None:
+    """FSDP gathers the shards with `dist.all_gather_single`, which the flight recorder did not record, so rank 0's
+    wait at the flagged line was taken for verify's own timeout ending a slow rank (PFL207 not-run)."""
+    folder = project(tmp_path, "fsdp_blocks")
+    returncode, report, stderr = run_verify(folder / "train.py", cwd=folder)
+    assert (returncode, report["mode"], report["stop"], report["unexplained"]) == (1, TWO_RANKS, None, []), stderr
+    assert verdicts(report) == {("PFL207", 88, "confirmed")}
+    evidence = report["findings"][0]["evidence"]
+    assert evidence["mechanism"] == (
+        "rank 0 entered `all_gather_single` at line 88 and waited for the others: rank 1 never entered it: at that "
+        "point it was in `barrier` at line 90; it ended after the 5 s process-group timeout set for this run with the "
+        "error below")
+    # Rank 0's own timeout, or rank 1's first (its barrier ends, it exits, and rank 0's peer is gone): which of the
+    # two, and which side of gloo's pair (send or recv), varies from run to run.
+    assert (evidence["error_type"], evidence["user_frame"]["line"]) == ("RuntimeError", 88)
+    assert re.search(r"\] (Timed out waiting 5000ms for (send|recv) operation to complete|Connection closed by peer "
+                     r"\[127\.0\.0\.1\]:\d+\. )", evidence["message"]), evidence["message"]
