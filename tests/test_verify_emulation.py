@@ -192,3 +192,40 @@ def test_a_full_fsdp_state_dict_taken_on_rank_zero_only_is_confirmed_as_a_diverg
     assert (evidence["error_type"], evidence["user_frame"]["line"]) == ("RuntimeError", 88)
     assert re.search(r"\] (Timed out waiting 5000ms for (send|recv) operation to complete|Connection closed by peer "
                      r"\[127\.0\.0\.1\]:\d+\. )", evidence["message"]), evidence["message"]
+
+
+# --- FSDP2 as PyTorch's example writes it: meta-device model, fully_shard per block, to_empty(device=...) ------------
+
+DTENSOR_ON_THE_CPU = ("FSDP2's sharded parameters (DTensor) kept their shards on the CPU, standing for their CUDA device: "
+                      "their `.device` says cpu, and torch's cross-device checks did not apply to them")
+
+
+def test_fsdp2_blocks_sharded_without_the_root_confirm_the_mixed_gradient_norm(tmp_path: Path) -> None:
+    """`model.to_empty(device=device)` made DTensors on a virtual device, which verify stopped as its own limit
+    ("DTensor (FSDP2, tensor parallelism) is not emulated on the virtual devices"), so nothing was confirmed."""
+    folder = project(tmp_path, "fsdp2_meta")
+    returncode, report, stderr = run_verify(folder / "train.py", "--preview", cwd=folder)
+    assert (returncode, report["mode"], report["stop"], report["unexplained"]) == (1, TWO_RANKS, None, []), stderr
+    assert verdicts(report) == {("PFL605", 74, "confirmed")}
+    evidence = report["findings"][0]["evidence"]
+    assert evidence["mechanism"] == ("the gradient norm met DTensor gradients of the sharded parts beside plain ones of "
+                                     "the rest (on ranks 0, 1)")
+    # The plain gradients are on the virtual device and the DTensors' on the CPU, so the norm is taken per device and
+    # the mix meets at the scaling (on GPUs: at `_foreach_norm`).
+    assert evidence["message"] == ("aten.mul_.Tensor got mixed torch.Tensor and DTensor, need to convert all "
+                                   "torch.Tensor to DTensor before calling distributed operators!")
+    assert report["notes"][:2] == [VIRTUAL_DEVICES, DTENSOR_ON_THE_CPU]
+
+
+def test_the_fsdp2_example_with_its_root_sharded_runs_to_its_end_in_bf16(tmp_path: Path) -> None:
+    folder = project(tmp_path, "fsdp2_meta")
+    before = snapshot(folder)
+    returncode, report, stderr = run_verify(folder / "train_fixed.py", "--preview", "--", "--mixed-precision", cwd=folder)
+    assert (returncode, report["outcome"], report["stop"], report["unexplained"]) == (
+        0, "finished without a failure; no process left behind", None, []), stderr
+    # PFL603 takes `reset_parameters` after fully_shard for a method that reads sharded parameters; on DTensors it
+    # runs, as PyTorch's example relies on.
+    assert verdicts(report) == {("PFL603", 68, "not-reproduced")}
+    assert report["notes"] == [VIRTUAL_DEVICES, DTENSOR_ON_THE_CPU, NCCL_ON_GLOO,
+                               "1 finding in other files of the project was not reached by this run"]
+    assert (report["written"], snapshot(folder)) == ([], before)

@@ -272,7 +272,7 @@ def _used() -> None:
 
 
 def _to_target(tensor: torch.Tensor, target: _RealDevice, copy: bool = False) -> torch.Tensor:
-    if device_of(tensor) == target and not copy:
+    if (device_of(tensor) == target and not copy) or _kept_on_the_cpu(tensor):
         return tensor
     if torch.is_grad_enabled() and tensor.requires_grad:
         return _Move.apply(tensor, target)
@@ -471,6 +471,20 @@ def _record_stream(tensor: torch.Tensor, stream: Any) -> None:
 _NEW = ("new_empty", "new_zeros", "new_ones", "new_full", "new_tensor", "new_empty_strided")
 
 
+def _kept_on_the_cpu(tensor: torch.Tensor) -> bool:
+    """A DTensor (FSDP2's sharded parameters, tensor parallelism) keeps its shards on the CPU, which stands for its
+    CUDA device: its wrapper takes the device of its shards, so over virtual ones it would be a CUDA tensor to torch's
+    C++ side, which a machine without a GPU cannot run."""
+    if type(tensor).__name__ != "DTensor":
+        return False
+    if not _count.get("dtensor"):
+        _count["dtensor"] = 1
+        from pitfall_lint.harness.child.events import emit
+
+        emit("dtensor-on-the-cpu")
+    return True
+
+
 def _placed(result: Any, target: _RealDevice | None) -> Any:
     """A freshly made CPU result on the virtual device, a leaf as it was (requires_grad kept)."""
     if target is None:
@@ -478,12 +492,11 @@ def _placed(result: Any, target: _RealDevice | None) -> Any:
     _used()
 
     def place(value: Any) -> Any:
-        if not isinstance(value, torch.Tensor) or isinstance(value, VirtualTensor):
+        if not isinstance(value, torch.Tensor) or isinstance(value, VirtualTensor) or _kept_on_the_cpu(value):
             return value
         if type(value) not in (torch.Tensor, torch.nn.Parameter):
             raise NotEmulated(
-                f"{type(value).__name__} (FSDP2, tensor parallelism) is not emulated on the virtual devices: run verify "
-                "on a machine with N GPUs"
+                f"{type(value).__name__} is not emulated on the virtual devices: run verify on a machine with N GPUs"
             )
         placed = VirtualTensor(value.detach(), target)
         if isinstance(value, torch.nn.Parameter):
