@@ -4,6 +4,7 @@ build and the CUDA build `pip install torch` gives, run on a machine without a G
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -155,3 +156,76 @@ def test_verifys_own_collective_timeout_is_reported_as_verifys_with_the_next_ste
     assert verdicts(report) == {("PFL207", 57, "not-run")}
     assert report["findings"][0]["evidence"]["mechanism"] == f"line 57 never ran: {stop}"
     assert stderr.strip().splitlines()[-1] == f"error: {folder / 'train.py'}: not run to its end: {stop}"
+
+
+# --- FSDP (FullyShardedDataParallel) over transformer blocks, bf16 mixed precision, a rank-0 full state_dict ---------
+
+
+def test_fsdp_on_virtual_devices_trains_and_saves_a_full_state_dict_on_every_rank(tmp_path: Path) -> None:
+    """`FSDP(model, device_id=local_rank, ...)` moved the parameters with `param.data = param.to(device)`, which gave
+    them the storage-less wrapper of a virtual tensor: rank 0 was killed by SIGSEGV at the FSDP line."""
+    folder = project(tmp_path, "fsdp_blocks")
+    before = snapshot(folder)
+    returncode, report, stderr = run_verify(folder / "train_fixed.py", cwd=folder)
+    assert (returncode, report["mode"], report["outcome"], report["stop"], report["unexplained"]) == (
+        0, TWO_RANKS, "finished without a failure; no process left behind", None, []), stderr
+    assert report["findings"] == []
+    assert report["notes"] == [VIRTUAL_DEVICES, NCCL_ON_GLOO, "1 finding in other files of the project was not reached "
+                                                              "by this run"]
+    assert (report["written"], snapshot(folder)) == ([], before)
+
+
+def test_a_full_fsdp_state_dict_taken_on_rank_zero_only_is_confirmed_as_a_divergent_collective(tmp_path: Path) -> None:
+    """FSDP gathers the shards with `dist.all_gather_single`, which the flight recorder did not record, so rank 0's
+    wait at the flagged line was taken for verify's own timeout ending a slow rank (PFL207 not-run)."""
+    folder = project(tmp_path, "fsdp_blocks")
+    returncode, report, stderr = run_verify(folder / "train.py", cwd=folder)
+    assert (returncode, report["mode"], report["stop"], report["unexplained"]) == (1, TWO_RANKS, None, []), stderr
+    assert verdicts(report) == {("PFL207", 88, "confirmed")}
+    evidence = report["findings"][0]["evidence"]
+    assert evidence["mechanism"] == (
+        "rank 0 entered `all_gather_single` at line 88 and waited for the others: rank 1 never entered it: at that "
+        "point it was in `barrier` at line 90; it ended after the 5 s process-group timeout set for this run with the "
+        "error below")
+    # Rank 0's own timeout, or rank 1's first (its barrier ends, it exits, and rank 0's peer is gone): which of the
+    # two, and which side of gloo's pair (send or recv), varies from run to run.
+    assert (evidence["error_type"], evidence["user_frame"]["line"]) == ("RuntimeError", 88)
+    assert re.search(r"\] (Timed out waiting 5000ms for (send|recv) operation to complete|Connection closed by peer "
+                     r"\[127\.0\.0\.1\]:\d+\. )", evidence["message"]), evidence["message"]
+
+
+# --- FSDP2 as PyTorch's example writes it: meta-device model, fully_shard per block, to_empty(device=...) ------------
+
+DTENSOR_ON_THE_CPU = ("FSDP2's sharded parameters (DTensor) kept their shards on the CPU, standing for their CUDA device: "
+                      "their `.device` says cpu, and torch's cross-device checks did not apply to them")
+
+
+def test_fsdp2_blocks_sharded_without_the_root_confirm_the_mixed_gradient_norm(tmp_path: Path) -> None:
+    """`model.to_empty(device=device)` made DTensors on a virtual device, which verify stopped as its own limit
+    ("DTensor (FSDP2, tensor parallelism) is not emulated on the virtual devices"), so nothing was confirmed."""
+    folder = project(tmp_path, "fsdp2_meta")
+    returncode, report, stderr = run_verify(folder / "train.py", "--preview", cwd=folder)
+    assert (returncode, report["mode"], report["stop"], report["unexplained"]) == (1, TWO_RANKS, None, []), stderr
+    assert verdicts(report) == {("PFL605", 74, "confirmed")}
+    evidence = report["findings"][0]["evidence"]
+    assert evidence["mechanism"] == ("the gradient norm met DTensor gradients of the sharded parts beside plain ones of "
+                                     "the rest (on ranks 0, 1)")
+    # The plain gradients are on the virtual device and the DTensors' on the CPU, so the norm is taken per device and
+    # the mix meets at the scaling (on GPUs: at `_foreach_norm`).
+    assert evidence["message"] == ("aten.mul_.Tensor got mixed torch.Tensor and DTensor, need to convert all "
+                                   "torch.Tensor to DTensor before calling distributed operators!")
+    assert report["notes"][:2] == [VIRTUAL_DEVICES, DTENSOR_ON_THE_CPU]
+
+
+def test_the_fsdp2_example_with_its_root_sharded_runs_to_its_end_in_bf16(tmp_path: Path) -> None:
+    folder = project(tmp_path, "fsdp2_meta")
+    before = snapshot(folder)
+    returncode, report, stderr = run_verify(folder / "train_fixed.py", "--preview", "--", "--mixed-precision", cwd=folder)
+    assert (returncode, report["outcome"], report["stop"], report["unexplained"]) == (
+        0, "finished without a failure; no process left behind", None, []), stderr
+    # PFL603 takes `reset_parameters` after fully_shard for a method that reads sharded parameters; on DTensors it
+    # runs, as PyTorch's example relies on.
+    assert verdicts(report) == {("PFL603", 68, "not-reproduced")}
+    assert report["notes"] == [VIRTUAL_DEVICES, DTENSOR_ON_THE_CPU, NCCL_ON_GLOO,
+                               "1 finding in other files of the project was not reached by this run"]
+    assert (report["written"], snapshot(folder)) == ([], before)

@@ -143,3 +143,45 @@ def test_recurrent_layers_and_record_stream_run_on_virtual_devices_of_either_tor
     assert completed.returncode == 0, completed.stderr
     assert json.loads(completed.stdout.strip().splitlines()[-1]) == {
         "lstm": ["cuda:1", [2, 3, 12], "cuda:1"], "gru": "cuda:0", "record_stream": None, "warnings": []}
+
+
+_DATA_AND_SET = textwrap.dedent('''
+    import json, torch, torch.nn as nn
+    from pitfall_lint.harness.child import virtual_cuda
+    virtual_cuda.install(torch, 2)
+    seen = {}
+    weight = nn.Linear(4, 2).weight
+    weight.tag = "kept"
+    same = id(weight)
+    with torch.no_grad():
+        weight.data = weight.to("cuda:1")
+    seen["moved by .data"] = [id(weight) == same, str(weight.device), isinstance(weight, nn.Parameter), weight.tag,
+                              (weight * 2).sum().item() == (weight._inner * 2).sum().item()]
+    flat = nn.Parameter(torch.arange(10.0, device="cuda"))
+    with torch.no_grad():
+        flat.data = flat[2:6]
+        seen["sharded by .data"] = [list(flat.shape), flat.sum().item(), str(flat.device)]
+        flat.set_(torch.ones(3, device="cuda"))
+        seen["set_"] = [list(flat.shape), flat.sum().item(), str(flat.device)]
+    def hook(grad):
+        seen["hook"] = [str(grad.cpu().device), grad.is_cuda]
+
+    output = nn.Linear(3, 1).cuda()(torch.ones(2, 3, device="cuda"))
+    output.register_hook(hook)
+    output.sum().backward()
+    print(json.dumps(seen))
+''')
+
+
+def test_data_assignment_set_and_backward_hooks_behave_as_on_real_devices() -> None:
+    """What FSDP (FullyShardedDataParallel) does to its parameters: `param.data = param.to(device)` gave the CPU
+    parameter the storage-less wrapper (SIGSEGV at the first kernel), `.data = shard` and `set_` left the wrapper at
+    its old size, and a backward hook saw virtual tensors with their overrides turned off."""
+    completed = subprocess.run([sys.executable, "-c", _DATA_AND_SET], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr
+    assert json.loads(completed.stdout.strip().splitlines()[-1]) == {
+        "moved by .data": [True, "cuda:1", True, "kept", True],
+        "sharded by .data": [[4], 14.0, "cuda:0"],
+        "set_": [[3], 3.0, "cuda:0"],
+        "hook": ["cpu", True],
+    }

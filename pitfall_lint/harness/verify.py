@@ -670,6 +670,9 @@ def _notes(run: RunRecord, options: VerifyOptions) -> list[str]:
         saw = f"each of its {len(nodes)} nodes saw" if len(nodes) > 1 else "the run saw"
         notes.append(f"{saw} {devices[0]['count']} virtual {_cuda_devices(devices[0]['count'])}: CUDA tensors computed "
                      "on the CPU, each kept its device, and torch's cross-device checks applied")
+        if run.of("dtensor-on-the-cpu"):
+            notes.append("FSDP2's sharded parameters (DTensor) kept their shards on the CPU, standing for their CUDA "
+                         "device: their `.device` says cpu, and torch's cross-device checks did not apply to them")
     elif devices and run.of("data-parallel"):
         notes.append("the script computes on the CPU: nn.DataParallel ran its replicas with the CPU standing for device 0")
     notes += [f"the script asked for {e['requested']}; it got gloo (no GPUs for it){_GLOO_DIFFERS}" for e in run.of("backend")][:1]

@@ -25,7 +25,7 @@ _INSTALLED = ("site-packages", "dist-packages")
 
 
 class VerifyLimit(Exception):
-    """What verify itself cannot do with the user's code (shape a second input, emulate FSDP2 on virtual devices):
+    """What verify itself cannot do with the user's code (shape a second input, a tensor subclass on virtual devices):
     reported as verify's limit, never as a failure of that code."""
 
 

@@ -272,7 +272,7 @@ def _used() -> None:
 
 
 def _to_target(tensor: torch.Tensor, target: _RealDevice, copy: bool = False) -> torch.Tensor:
-    if device_of(tensor) == target and not copy:
+    if (device_of(tensor) == target and not copy) or _kept_on_the_cpu(tensor):
         return tensor
     if torch.is_grad_enabled() and tensor.requires_grad:
         return _Move.apply(tensor, target)
@@ -368,10 +368,60 @@ def _deepcopy(tensor: VirtualTensor, memo: dict[int, Any]) -> VirtualTensor:
     return copied
 
 
-def _set_data(tensor: VirtualTensor, data: torch.Tensor) -> None:
-    if data.shape != tensor.shape or data.dtype != tensor.dtype:
-        raise NotEmulated("pitfall-lint virtual devices: assigning `.data` of another shape or dtype is not supported")
-    tensor._inner = _unwrap(data).detach()
+_DATA = torch._C.TensorBase.data
+
+
+def _rebind(tensor: VirtualTensor, inner: torch.Tensor, device: _RealDevice) -> None:
+    """The wrapper takes the shape, strides and dtype of its new CPU tensor, as a real tensor takes its new data's."""
+    if (inner.shape, inner.stride(), inner.storage_offset(), inner.dtype) != (
+            tensor.shape, tensor.stride(), tensor.storage_offset(), tensor.dtype):
+        with torch._C.DisableTorchFunctionSubclass():
+            _DATA.__set__(tensor, VirtualTensor(inner, device))
+    tensor._inner, tensor._virtual = inner, device
+
+
+def _get_data(tensor: torch.Tensor) -> torch.Tensor:
+    return _DATA.__get__(tensor)
+
+
+def _set_data(tensor: torch.Tensor, data: torch.Tensor) -> None:
+    """`param.data = ...` (FSDP's way of moving and sharding parameters). torch's own setter would give a CPU tensor
+    the storage-less wrapper of a virtual one, which crashes the first kernel that reads it (SIGSEGV); a virtual one
+    would keep its old shape over a resized CPU tensor."""
+    if isinstance(tensor, VirtualTensor):
+        _rebind(tensor, _unwrap(data).detach(), device_of(data) if isinstance(data, VirtualTensor) else tensor._virtual)
+    elif isinstance(data, VirtualTensor):
+        _become_virtual(tensor, data)
+    else:
+        _DATA.__set__(tensor, data)
+
+
+def _become_virtual(tensor: torch.Tensor, data: VirtualTensor) -> None:
+    """A plain tensor given virtual data becomes a VirtualTensor in place: the same object, its attributes kept."""
+    replacement = VirtualTensor(data._inner.detach(), data._virtual)
+    replacement.requires_grad_(tensor.requires_grad)
+    replacement.__dict__.update(tensor.__dict__)
+    if isinstance(tensor, torch.nn.Parameter):
+        replacement._is_param = True  # type: ignore[attr-defined]
+    try:
+        torch.utils.swap_tensors(tensor, replacement)
+    except RuntimeError as refused:  # another tensor or a weak reference holds it
+        raise NotEmulated(
+            f"pitfall-lint virtual devices: `.data = ` cannot move this tensor onto a virtual device ({refused})"
+        ) from None
+
+
+_TENSOR_SET = torch.Tensor.set_
+
+
+def _set_storage(tensor: torch.Tensor, source: Any = None, *args: Any, **kwargs: Any) -> torch.Tensor:
+    """`Tensor.set_` reaches no override before the CPU kernel, which would resize the CPU tensor under a wrapper of
+    the old shape (FSDP swaps a flat parameter between its shard and the gathered whole this way)."""
+    if isinstance(tensor, VirtualTensor) and isinstance(source, VirtualTensor) and not args and not kwargs:
+        tensor._inner.set_(source._inner)
+        _rebind(tensor, tensor._inner, source._virtual)
+        return tensor
+    return _TENSOR_SET(tensor, *(() if source is None else (source,)), *args, **kwargs)
 
 
 def _with_device(method: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
@@ -402,7 +452,6 @@ _TENSOR_METHODS: dict[Any, Callable[..., Any]] = {
     torch.Tensor.__format__: lambda t, spec: t._inner.__format__(spec),
     torch.Tensor.__reduce_ex__: _reduce_ex,
     torch.Tensor.__deepcopy__: _deepcopy,
-    torch.Tensor.data.__set__: _set_data,  # type: ignore[attr-defined]
     torch.Tensor.data_ptr: lambda t: t._inner.data_ptr(),
     torch.Tensor.untyped_storage: lambda t: t._inner.untyped_storage(),
     torch.Tensor.pin_memory: lambda t, *a, **k: t,
@@ -422,6 +471,20 @@ def _record_stream(tensor: torch.Tensor, stream: Any) -> None:
 _NEW = ("new_empty", "new_zeros", "new_ones", "new_full", "new_tensor", "new_empty_strided")
 
 
+def _kept_on_the_cpu(tensor: torch.Tensor) -> bool:
+    """A DTensor (FSDP2's sharded parameters, tensor parallelism) keeps its shards on the CPU, which stands for its
+    CUDA device: its wrapper takes the device of its shards, so over virtual ones it would be a CUDA tensor to torch's
+    C++ side, which a machine without a GPU cannot run."""
+    if type(tensor).__name__ != "DTensor":
+        return False
+    if not _count.get("dtensor"):
+        _count["dtensor"] = 1
+        from pitfall_lint.harness.child.events import emit
+
+        emit("dtensor-on-the-cpu")
+    return True
+
+
 def _placed(result: Any, target: _RealDevice | None) -> Any:
     """A freshly made CPU result on the virtual device, a leaf as it was (requires_grad kept)."""
     if target is None:
@@ -429,12 +492,11 @@ def _placed(result: Any, target: _RealDevice | None) -> Any:
     _used()
 
     def place(value: Any) -> Any:
-        if not isinstance(value, torch.Tensor) or isinstance(value, VirtualTensor):
+        if not isinstance(value, torch.Tensor) or isinstance(value, VirtualTensor) or _kept_on_the_cpu(value):
             return value
         if type(value) not in (torch.Tensor, torch.nn.Parameter):
             raise NotEmulated(
-                f"{type(value).__name__} (FSDP2, tensor parallelism) is not emulated on the virtual devices: run verify "
-                "on a machine with N GPUs"
+                f"{type(value).__name__} is not emulated on the virtual devices: run verify on a machine with N GPUs"
             )
         placed = VirtualTensor(value.detach(), target)
         if isinstance(value, torch.nn.Parameter):
@@ -500,7 +562,8 @@ def _patch_entry_points(torch_module: Any) -> None:
             setattr(torch_module, name, _factory(getattr(torch_module, name)))
     torch_module.as_tensor = _as_tensor
     tensor = torch_module.Tensor
-    tensor.to, tensor.cuda, tensor.record_stream = _tensor_to, _cuda, _record_stream
+    tensor.to, tensor.cuda, tensor.record_stream, tensor.set_ = _tensor_to, _cuda, _record_stream, _set_storage
+    tensor.data = property(_get_data, _set_data)
     for name in _NEW:
         setattr(tensor, name, _with_device(getattr(tensor, name)))
 
@@ -790,6 +853,20 @@ def _patch_cudnn(torch_module: Any) -> None:
     cudnn.is_acceptable = lambda tensor: not isinstance(tensor, VirtualTensor) and original(tensor)
 
 
+def _patch_backward(torch_module: Any) -> None:
+    """`loss.backward()` on a virtual tensor reaches autograd through `__torch_function__`, with the overrides turned
+    off for the call; the engine runs the module hooks (FSDP's reshard and gradient reduction) inside it, where
+    virtual tensors must answer as they do in the forward (`untyped_storage`, `.cpu()`)."""
+    autograd = torch_module.autograd
+    original = autograd._engine_run_backward
+
+    def run_backward(*args: Any, **kwargs: Any) -> Any:
+        with torch_module._C._EnableTorchFunction():
+            return original(*args, **kwargs)
+
+    autograd._engine_run_backward = run_backward
+
+
 def install(torch_module: Any, devices: int) -> None:
     """From now on this process sees `devices` CUDA devices that compute on the CPU."""
     _count["devices"] = devices
@@ -799,6 +876,7 @@ def install(torch_module: Any, devices: int) -> None:
     _patch_generator(torch_module)
     _patch_serialization(torch_module)
     _patch_streams(torch_module)
+    _patch_backward(torch_module)
     _patch_entry_points(torch_module)
     torch_module.device = _Device
     _patch_cudnn(torch_module)
