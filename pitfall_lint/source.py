@@ -8,6 +8,15 @@ import tokenize
 from functools import cached_property
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
+# Every byte that cannot be part of an identifier, a space: an identifier is then a word between spaces, as `\b`
+# bounds it in the source (never the tail of a longer one, nor of a number: `e5` in `1e5`).
+WORDS_ONLY = bytes(c if c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_" else 0x20 for c in range(256))
+
+
+def distinct_words(data: bytes) -> bytes:
+    """Each run of identifier characters of the source once, between spaces: a string of such characters is in the
+    source exactly where it is in these, which are a fraction of its bytes (a quarter in Lightning)."""
+    return b" " + b" ".join(set(data.translate(WORDS_ONLY).split())) + b" "
 
 
 def decoding_error(data: bytes) -> str | None:

@@ -206,6 +206,28 @@ def test_a_file_imports_the_rules_whose_words_it_holds_only(tmp_path: Path) -> N
     assert outcome["rules"] == ["missing_set_epoch", "rank_seeding"]
 
 
+def test_each_trigger_word_is_looked_for_once_and_most_among_the_file_s_distinct_words() -> None:
+    """The rules share many of their words, and a word the file does not hold cost a read of all its bytes each time:
+    each is looked for once, and a word of identifier characters among the file's distinct words alone (`all_gather`
+    where `gather` is, the group needing no more)."""
+    from pitfall_lint.engine import Engine
+    from pitfall_lint.rules import all_rules
+
+    searched: list[object] = []
+
+    class Source(bytes):
+        def __contains__(self, word: object) -> bool:
+            searched.append(word)
+            return bytes.__contains__(self, word)  # type: ignore[operator]
+
+    engine = Engine(all_rules())
+    assert engine._applicable("x.py", Source(b"x = 1\n")) == []
+    assert searched and len(searched) == len(set(searched))
+    assert all(not word.replace(b"_", b"").isalnum() for word in searched)  # type: ignore[attr-defined]
+    source = b"import torch.distributed as dist\nif rank == 0:\n    dist.all_gather_object(x, y)\n"
+    assert "PFL207" in [rule.info.code for rule in engine._applicable("x.py", source)]
+
+
 @pytest.mark.parametrize("args", [["rules"], ["rules", "--format", "json"], ["explain", "PFL402"]])
 def test_listing_and_explaining_the_rules_import_none(args: list[str], tmp_path: Path) -> None:
     outcome = _imported(args, tmp_path)

@@ -237,3 +237,27 @@ def test_the_advice_names_the_barrier_of_what_starts_the_processes(barrier: str)
     assert result.diagnostics[0].message.endswith(f"call `{barrier}` after the save")
     fixed = f"import torch\n{_FRAMEWORK_SETUPS[barrier]}\n{_SAVE_THEN_LOAD.format(barrier=chr(10) + '    ' + barrier)}"
     assert Engine(all_rules()).check_source("train.py", fixed.encode()).diagnostics == ()
+
+
+_LOAD = "    state = torch.load('ckpt.pt', map_location='cpu')\n"
+_GUARDED_SAVE = "    if rank == 0:\n        torch.save(state, 'ckpt.pt')\n"
+
+
+@pytest.mark.parametrize(
+    "functions",
+    [f"def resume(state):\n{_LOAD}{_GUARDED_SAVE}", f"def resume():\n{_LOAD}\ndef keep(state):\n{_GUARDED_SAVE}"],
+    ids=["load-then-save", "in-two-functions"],
+)
+def test_a_file_with_no_save_before_a_load_is_not_searched_for_its_set_ups(functions: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only a load after a guarded save in the same function can race: where no function saves and then loads, the
+    walk for the file's set-ups (4 % of a check of Lightning) is not made for it."""
+    from pitfall_lint.rules import load_without_barrier
+
+    searched: list[str] = []
+    monkeypatch.setattr(load_without_barrier, "sets_up_distributed", lambda ctx: searched.append(ctx.path) or True)
+    source = DDP_SETUP + functions
+    assert Engine(all_rules()).check_source("train.py", source.encode()).diagnostics == ()
+    assert searched == []
+    source = DDP_SETUP + "def resume(state):\n    if rank == 0:\n        torch.save(state, 'c.pt')\n    return torch.load('c.pt', map_location='cpu')\n"
+    assert [d.code for d in Engine(all_rules()).check_source("train.py", source.encode()).diagnostics] == ["PFL204"]
+    assert searched == ["train.py"]

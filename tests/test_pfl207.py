@@ -424,3 +424,29 @@ t = torch.ones(1)
 if Global_Rank == 0:
     dist.all_reduce(t)  # expect: PFL207
 """)
+
+
+def test_the_rule_is_handed_attributes_only_in_a_file_that_spells_a_collective_property(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only a property (`trainer.log_dir`) is an attribute this rule reports: in a file that spells none, every other
+    attribute was handed to it for nothing (55k of them in Lightning)."""
+    from pitfall_lint.engine import Engine
+    from pitfall_lint.rules import all_rules
+    from pitfall_lint.rules.rank_divergent_collective import RankDivergentCollective
+
+    handed: list[str] = []
+    visit = RankDivergentCollective.visit
+
+    def counting(rule: RankDivergentCollective, node: object) -> None:
+        handed.append(type(node).__name__)
+        visit(rule, node)
+
+    monkeypatch.setattr(RankDivergentCollective, "visit", counting)
+    source = SETUP + "if rank == 0:\n    dist.all_reduce(t.data)\n"
+    result = Engine(all_rules()).check_source("train.py", source.encode())
+    assert [(d.code, d.line) for d in result.diagnostics] == [("PFL207", 8)]
+    assert sorted(set(handed)) == ["Call"]
+    handed.clear()
+    source = SETUP + "import lightning.pytorch as pl\ntrainer = pl.Trainer()\nif rank == 0:\n    folder = trainer.log_dir\n"
+    result = Engine(all_rules()).check_source("train.py", source.encode())
+    assert [(d.code, d.line) for d in result.diagnostics] == [("PFL207", 10)]
+    assert sorted(set(handed)) == ["Attribute", "Call"]

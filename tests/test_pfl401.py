@@ -350,3 +350,18 @@ def test_torchtnt_runs_ddp_without_a_sampler(unit: str) -> None:
 )
 def test_torchtnt_without_a_parallel_strategy(unit: str) -> None:
     assert_marks("from torch.utils.data import DataLoader\n" + unit + "train_dataloader = DataLoader(train_dataset, batch_size=64)\n")
+
+
+def test_a_file_whose_loaders_all_have_a_sampler_is_not_searched_for_its_set_ups(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A loader given a sampler is never told: the walk for the file's set-ups is made only for one that has none."""
+    from pitfall_lint.engine import Engine
+    from pitfall_lint.rules import missing_distributed_sampler
+
+    searched: list[str] = []
+    monkeypatch.setattr(missing_distributed_sampler, "sets_up_distributed", lambda ctx: searched.append(ctx.path) or True)
+    sampled = DDP_SETUP + "loader = DataLoader(dataset, sampler=DistributedSampler(dataset), shuffle=False)\n"
+    assert Engine(all_rules()).check_source("train.py", sampled.encode()).diagnostics == ()
+    assert searched == []
+    unsampled = DDP_SETUP + "loader = DataLoader(dataset, batch_size=2, shuffle=True)\n"
+    assert [d.code for d in Engine(all_rules()).check_source("train.py", unsampled.encode()).diagnostics] == ["PFL401"]
+    assert searched == ["train.py"]

@@ -294,3 +294,10 @@ COLLECTIVE_WORDS: tuple[str, ...] = tuple(
 # DDP module called.
 CANDIDATE_METHODS = frozenset({*TORCH_COLLECTIVES, *(n.rpartition(".")[2] for n in _FUNCTIONS), *(e.method for e in _HIDDEN), "state_dict"})
 CANDIDATE_PROPERTIES = frozenset(entry.method for entry in _HIDDEN_PROPERTIES)
+_PROPERTY_BYTES = tuple(name.encode() for name in sorted(CANDIDATE_PROPERTIES))
+
+
+def may_read_collective_property(data: bytes) -> bool:
+    """Whether a source can read a property that runs a collective: it spells one. Source that is not ASCII is not
+    judged: NFKC, which Python applies to identifiers, can make these names of other characters."""
+    return not data.isascii() or any(name in data for name in _PROPERTY_BYTES)

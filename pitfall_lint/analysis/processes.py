@@ -18,6 +18,7 @@ from pitfall_lint.analysis.samplers import DATA_LOADERS, call_argument
 from pitfall_lint.analysis.scopes import FUNCTIONS, is_main_guard
 from pitfall_lint.analysis.training import walk_same_scope
 from pitfall_lint.context import FileContext
+from pitfall_lint.traversal import nodes_of
 
 LAUNCHERS = frozenset(
     {
@@ -204,8 +205,10 @@ def option_defaults(ctx: FileContext) -> dict[str, ast.expr]:
     key = ("processes-option-defaults",)
     if key not in ctx.memo:
         found: dict[str, ast.expr | None] = {}
-        for node in ast.walk(ctx.tree) if b"add_argument" in ctx.text.data else ():
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument":
+        # The calls alone (ast.walk's every node took twice as long, 4 % of a check of diffusers).
+        for node in nodes_of(ctx.tree, (ast.Call,)) if b"add_argument" in ctx.text.data else ():
+            assert isinstance(node, ast.Call)
+            if isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument":
                 dest = _option_dest(node)
                 default = next((k.value for k in node.keywords if k.arg == "default"), None)
                 if dest is not None:

@@ -30,7 +30,7 @@ from pitfall_lint.analysis.scopes import (
 )
 from pitfall_lint.analysis.training import walk_same_scope
 from pitfall_lint.context import FileContext
-from pitfall_lint.traversal import parent_map
+from pitfall_lint.traversal import nodes_of, parent_map
 
 # Whole names (of a variable, an attribute or a called function) that hold a process's rank.
 _RANK_VALUE = re.compile(
@@ -114,8 +114,8 @@ def _spawned_here(ctx: FileContext) -> set[str]:
         found = set()
         data = ctx.text.data
         if _SPAWNER_WORD.search(data):  # a name that only NFKC folds into one (`ｓｐａｗｎ`) is not followed
-            for node in ast.walk(ctx.tree):
-                if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name):
+            for node in nodes_of(ctx.tree, (ast.Call,)):  # the calls alone: ast.walk took twice as long
+                if node.args and isinstance(node.args[0], ast.Name):  # type: ignore[attr-defined]
                     if ctx.qualified_name(node.func, []) in _SPAWNERS:
                         found.add(node.args[0].id)
         ctx.memo[key] = found

@@ -23,6 +23,7 @@ from pitfall_lint.analysis.scopes import definition_name
 from pitfall_lint.project.dependencies import declared_floor, manifests, read_manifest
 from pitfall_lint.project.layout import Layout
 from pitfall_lint.project.store import SummaryStore, content_key
+from pitfall_lint.source import WORDS_ONLY, distinct_words
 
 # The summaries' code and the analyses the questions use are imported where a summary is read or a question asked:
 # a run whose results all hold (a warm run, a file no rule triggers on) needs neither.
@@ -43,9 +44,6 @@ _MAX_DEPTH = 3  # call-graph and builder hops followed from a definition
 # Searches of every file's bytes for a name that cost as much as listing every file's identifiers once (measured:
 # 12 on Lightning, 20 on diffusers).
 _SEARCHES_BEFORE_LISTING = 16
-# Every byte that cannot be part of an identifier, a space: an identifier is then a word between spaces, as `\b`
-# bounds it in the source (never the tail of a longer one, nor of a number: `e5` in `1e5`).
-_WORDS_ONLY = bytes(c if c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_" else 0x20 for c in range(256))
 _DP_STRATEGY = (b'"dp"', b"'dp'")
 _LIGHTNING_ENTRIES = (b"Fabric(",)
 _COMPILE = "torch.compile"
@@ -395,12 +393,12 @@ class ProjectModel:
             found = [
                 path
                 for path in self.files
-                if (data := self._content(path)) is not None and word in data and spelled in b" " + data.translate(_WORDS_ONLY) + b" "
+                if (data := self._content(path)) is not None and word in data and spelled in b" " + data.translate(WORDS_ONLY) + b" "
             ]
         else:
             if listed is None:
                 listed = self._memo[("identifiers",)] = [
-                    (path, b" " + b" ".join(set(data.translate(_WORDS_ONLY).split())) + b" ")
+                    (path, distinct_words(data))
                     for path in self.files
                     if (data := self._content(path)) is not None
                 ]

@@ -23,8 +23,9 @@ class Rule:
     # The kinds of file the pitfall exists in: a notebook-only rule never costs a .py file its parse. Any file that is
     # not a notebook is of the kind `.py`, whatever its name (a script named `launch` with a python shebang).
     suffixes: ClassVar[tuple[str, ...]] = (".py", ".ipynb")
-    # Node types passed to `visit`, in source order, during the engine's one traversal.
-    subscriptions: ClassVar[tuple[type[ast.AST], ...]] = ()
+    # Node types passed to `visit`, in source order, during the engine's one traversal (an instance may narrow them
+    # to what its file can hold).
+    subscriptions: tuple[type[ast.AST], ...] = ()
     # A pitfall that only `verify` can see (no static check): the engine never runs it.
     runtime_only: ClassVar[bool] = False
 

@@ -16,6 +16,11 @@ _BARRIERS = frozenset({"barrier", "monitored_barrier", "wait_for_everyone"})
 _ANY_RANK_STEP = frozenset({"torch.save", "torch.load"})
 
 
+def _saves_then_loads(steps: list[tuple[str, ast.Call, list[ast.AST]]]) -> bool:
+    kinds = [kind for kind, _, _ in steps]
+    return "save" in kinds and "load" in kinds[kinds.index("save") :]
+
+
 class LoadWithoutBarrier(Rule):
     info = RuleInfo(
         code="PFL204",
@@ -46,7 +51,8 @@ class LoadWithoutBarrier(Rule):
         self._steps.setdefault(id(function), []).append((kind, node, list(self.ctx.ancestors)))
 
     def finish(self) -> None:
-        if not self._steps or not sets_up_distributed(self.ctx):
+        # Only a save followed by a load in the same function can race: the file's set-ups are looked for after.
+        if not any(_saves_then_loads(steps) for steps in self._steps.values()) or not sets_up_distributed(self.ctx):
             return
         for steps in self._steps.values():
             guarded_save: tuple[ast.Call, list[ast.AST]] | None = None

@@ -79,9 +79,11 @@ class MissingDistributedSampler(Rule):
             self._loaders.append((node, list(self.ctx.ancestors)))
 
     def finish(self) -> None:
-        if not self._loaders or not (sets_up_distributed(self.ctx) or torchtnt_distributes(self.ctx)):
+        # The cheap looks first: a loader given a sampler is never told, and a file that imports Lightning or
+        # Accelerate says so in its first lines; the walk for the file's set-ups comes after them.
+        if all(self._has_sampler(call) for call, _ in self._loaders) or uses_loader_framework(self.ctx):
             return
-        if uses_loader_framework(self.ctx) or loader_sharding_framework(self.ctx):
+        if not (sets_up_distributed(self.ctx) or torchtnt_distributes(self.ctx)) or loader_sharding_framework(self.ctx):
             return
         if uses_tensor_parallelism(self.ctx):  # the ranks of a tensor-parallel group must read the same batches
             return

@@ -12,6 +12,7 @@ from pitfall_lint.analysis.collectives import (
     TORCH_COLLECTIVES,
     collective_call,
     collective_property,
+    may_read_collective_property,
 )
 from pitfall_lint.analysis.rank_splits import Restriction, rank_restrictions
 from pitfall_lint.analysis.ranks import may_name_a_rank
@@ -97,6 +98,9 @@ class RankDivergentCollective(Rule):
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._found: list[_Collective] = []
+        if not may_read_collective_property(ctx.text.data):
+            # Every attribute of the file visited for a property it cannot spell: 55k calls in Lightning, for none.
+            self.subscriptions = (ast.Call,)
 
     def visit(self, node: ast.AST) -> None:
         ancestors = self.ctx.ancestors
