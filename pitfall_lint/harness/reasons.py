@@ -45,6 +45,8 @@ _NETWORK = re.compile(
 # A collective's wait ended by the process-group timeout, and the peers' errors that follow it.
 _COLLECTIVE_WAIT_ENDED = re.compile(r"Timed out waiting|Watchdog caught collective operation timeout|Connection closed by "
                                     r"peer|Connection reset by peer")
+# A rank's error that only says a peer went away: where another rank was killed by a signal, that kill is the cause.
+_PEER_LOST = re.compile(r"connectFullMesh failed|Connection closed by peer|Connection reset by peer|remote worker crash")
 _FILE_CHECK = re.compile(r"\b(exists|isfile|isdir)\(")
 _GPU_ONLY = frozenset({"apex", "flash_attn", "xformers", "triton", "bitsandbytes", "deepspeed", "nvidia", "pynvml", "cupy"})
 
@@ -154,6 +156,8 @@ def stop_point(run: RunRecord, script_path: str, project_root: str, network_clos
     if error is not None and run.errors.index(error) in ended:
         waited = min(i for i in ended if "imed out" in (run.errors[i].get("message") or ""))  # the wait that timed out
         return replace(_collective_timeout(run, run.errors[waited]), error=waited)
+    if error is not None and _PEER_LOST.search(error.get("message") or ""):
+        error = next((e for i, e in enumerate(run.errors) if i not in after_the_end and _killed_rank(e)), error)
     if error is not None:
         stop = _killed(error, run) or _crash(error, project_root, network_closed, script_path)
         return replace(stop, error=run.errors.index(error))

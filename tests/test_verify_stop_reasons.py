@@ -1,0 +1,31 @@
+"""Which failure of a run is its cause, read from the events the ranks recorded (no run: the records are written here
+as the harness writes them)."""
+
+from __future__ import annotations
+
+from pitfall_lint.harness.reasons import stop_point
+from pitfall_lint.harness.record import RunRecord
+
+_LAUNCHER_REPORT = (
+    "============================================================\ntrain.py FAILED\n----\nRoot Cause (first observed "
+    "failure):\n[0]:\n  time      : 2026-11-25_22:58:01\n  host      : localhost\n  rank      : 0 (local_rank: 0)\n"
+    "  exitcode  : -11 (pid: 41)\n  error_file: <N/A>\n  traceback : Signal 11 (SIGSEGV) received by PID 41\n"
+)
+_PEER_GONE = ("Gloo connectFullMesh failed with [third_party/gloo/gloo/transport/tcp/pair.cc:144] no error: typically "
+              "caused by a remote worker crashing. Check the logs of the remote worker before reporting an error.")
+
+
+def _run(*errors: dict) -> RunRecord:
+    return RunRecord("/p/train.py", [{"event": "error", **e} for e in errors], "", 1, False)
+
+
+def test_a_peer_that_lost_its_connection_to_a_rank_killed_by_a_signal_is_not_the_cause() -> None:
+    """Rank 1, still connecting when rank 0 crashed in native code, fails with gloo's 'remote worker crashing': rank
+    0's crash is what the report names, whichever of the two the events list first."""
+    peer = {"type": "RuntimeError", "message": _PEER_GONE, "rank": 1, "pid": 42,
+            "user_frame": {"file": "/p/train.py", "line": 21, "function": "main", "code": "dist.init_process_group()"}}
+    killed = {"type": "ChildFailedError", "message": _LAUNCHER_REPORT, "rank": None, "pid": 40}
+    for errors in ((peer, killed), (killed, peer)):
+        stop = stop_point(_run(*errors), "/p/train.py", "/p")
+        assert stop is not None
+        assert stop.text == "rank 0 was killed by SIGSEGV: a crash in native code, with no Python error"
