@@ -23,12 +23,6 @@ CASES = {
         if rank == 0:
             dist.all_reduce(t)  # expect: PFL207
     """,
-    "the single-tensor gathers of torch 2.13, which FSDP calls": """
-        if rank == 0:
-            dist.all_gather_single(torch.empty(2), t)  # expect: PFL207
-        if rank == 1:
-            dist.reduce_scatter_single(t, torch.ones(2))  # expect: PFL207
-    """,
     "barrier-in-a-rank-zero-block": """
         def save(model):
             if dist.get_rank() == 0:

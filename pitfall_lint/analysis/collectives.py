@@ -17,13 +17,11 @@ from pitfall_lint.context import FileContext
 # torch.distributed functions that every rank of the group has to enter, and in the same order.
 # https://docs.pytorch.org/docs/stable/distributed.html#collective-functions ; new_group and its relatives:
 # "requires that all processes in the main group ... enter this function, even if they are not going to be members
-# of the group" (their docstrings in torch/distributed/distributed_c10d.py). all_gather_single and
-# reduce_scatter_single (torch 2.13) are the names FSDP's own all-gather and reduce-scatter now call.
+# of the group" (their docstrings in torch/distributed/distributed_c10d.py).
 TORCH_COLLECTIVES = frozenset(
     {
-        "all_reduce", "all_gather", "all_gather_object", "all_gather_into_tensor", "all_gather_single",
-        "reduce_scatter", "reduce_scatter_tensor", "reduce_scatter_single", "all_to_all", "all_to_all_single",
-        "broadcast", "broadcast_object_list", "reduce",
+        "all_reduce", "all_gather", "all_gather_object", "all_gather_into_tensor", "reduce_scatter",
+        "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "broadcast", "broadcast_object_list", "reduce",
         "gather", "gather_object", "scatter", "scatter_object_list", "barrier", "monitored_barrier", "new_group",
         "new_subgroups", "new_subgroups_by_enumeration",
     }

@@ -18,6 +18,9 @@ from pitfall_lint.analysis.collectives import TORCH_COLLECTIVES
 from pitfall_lint.harness.child.events import emit, user_place
 
 COLLECTIVE_TIMEOUT = "PITFALL_LINT_COLLECTIVE_TIMEOUT"  # seconds
+# What FSDP's own all-gather and reduce-scatter call (torch 2.13): recorded at run time, where FSDP calls them for the
+# user's code; not in the static rules' list until a first run on fresh repositories has judged them there.
+_CALLED_BY_FSDP = frozenset({"all_gather_single", "reduce_scatter_single"})
 
 
 def patch(torch: Any) -> None:
@@ -28,7 +31,7 @@ def patch(torch: Any) -> None:
     if os.environ.get(COLLECTIVE_TIMEOUT):
         _shorten_timeout(dist, float(os.environ[COLLECTIVE_TIMEOUT]))
     sequence = {"next": 0}
-    for name in sorted(TORCH_COLLECTIVES):
+    for name in sorted(TORCH_COLLECTIVES | _CALLED_BY_FSDP):
         original = getattr(dist, name, None)
         if callable(original):
             setattr(dist, name, _recorded(original, name, sequence))
