@@ -134,7 +134,7 @@ class Engine:
         return replace(result, diagnostics=tuple(sorted(_in_cells(d, notebook) for d in result.diagnostics)))
 
     def _check_python(self, path: str, data: bytes, content: bytes, project: ProjectModel) -> FileResult:
-        view = project.view(path)
+        view = project.view_for_check(path)
         applicable = [rule for rule in self._applicable(path, data) if rule.may_apply_in(view)]
         if not applicable:
             # Not parsed, which is what keeps the linter fast; undecodable bytes are still worth a word. What the
@@ -144,6 +144,7 @@ class Engine:
                 return _parse_error(path, f"cannot decode: {reason}")
             # No rule can report here: every range suppression the file holds is unused.
             unused = without_suppressed(path, data, (), SourceText(data).line, self._judged)
+            project.withdraw(path)
             return FileResult(path, tuple(unused), questions=view.questions(), summaries=project.take_fresh_summaries())
         try:
             parsed = project.parse(path, data)

@@ -30,6 +30,21 @@ dist.init_process_group("gloo")
 model = DDP(Net())
 """
 
+# A module DataParallel would break (PFL101), in a project that trains with DDP alone; "ddp" below makes it a file that
+# may set up distributed training, which the question reads too.
+MODULE_WITH_BOUND_FORWARD = """\
+import torch
+
+
+class Net(torch.nn.Module):  # trained under ddp by train.py
+    def __init__(self):
+        super().__init__()
+        self.forward = self.other
+
+    def other(self, x):
+        return x
+"""
+
 PROBE = r"""
 import json, sys
 from click.testing import CliRunner
@@ -214,6 +229,28 @@ def test_a_file_whose_summary_a_rule_needs_before_its_check_is_parsed_once(tmp_p
     result = CliRunner().invoke(main, ["check", "train.py"], catch_exceptions=False)
     assert (result.exit_code, result.output) == (0, "All checks passed! (1 file checked)\n")
     assert parsed == ["train.py"]
+
+
+def test_whether_the_project_sets_up_distributed_training_is_kept_by_content_and_needs_no_summary(tmp_path: Path) -> None:
+    """Whether DataParallel may run a module asks whether the project trains in parallel, which each file that may set
+    up distributed training answers. A pre-commit run had that file's whole summary loaded, with the summaries' code,
+    and the changed file summarised, for that one fact; the fact is now kept by content, and the changed file, parsed
+    for its check anyway, is walked for its set-ups alone."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "train.py").write_text(DDP_SCRIPT)
+    model = tmp_path / "model.py"
+    model.write_text(MODULE_WITH_BOUND_FORWARD)
+
+    def run(*paths: str) -> tuple[int, str, list[str]]:
+        completed = subprocess.run([sys.executable, "-c", WHOLE_RUN_PROBE, "check", *paths], cwd=tmp_path, capture_output=True, text=True)
+        return completed.returncode, completed.stdout, json.loads(completed.stderr)["project"]
+
+    assert run()[:2] == (0, "All checks passed! (2 files checked)\n")  # the cache, warm
+    model.write_text(MODULE_WITH_BOUND_FORWARD + "# changed\n")
+    assert run("model.py") == (
+        0, "All checks passed! (1 file checked)\n",
+        ["pitfall_lint.project.dependencies", "pitfall_lint.project.layout", "pitfall_lint.project.model", "pitfall_lint.project.store"],
+    )
 
 
 def test_a_file_imports_the_rules_whose_words_it_holds_only(tmp_path: Path) -> None:

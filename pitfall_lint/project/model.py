@@ -22,7 +22,7 @@ from pitfall_lint.analysis.evidence import WRAPPED_ITSELF, WRAPPED_UNKNOWN, Evid
 from pitfall_lint.analysis.scopes import definition_name
 from pitfall_lint.project.dependencies import declared_floor, manifests, read_manifest
 from pitfall_lint.project.layout import Layout
-from pitfall_lint.project.store import SummaryStore, content_key
+from pitfall_lint.project.store import SETS_UP, SummaryStore, content_key
 from pitfall_lint.source import WORDS_ONLY, distinct_words
 
 # The summaries' code and the analyses the questions use are imported where a summary is read or a question asked:
@@ -153,6 +153,7 @@ class ProjectModel:
         self._summaries: dict[str, FileSummary | None] = {}  # by content key
         self._keys: dict[str, str] = {}  # content key by path
         self._trees: dict[str, object] = {}  # path -> FileContext of a file being checked right now
+        self._checked: str | None = None  # the file whose check asks now: its tree serves the check too
         self._last_parse: tuple[str, bytes, ParsedSource] | None = None  # of a summary, for the file's check (parse)
         self._memo: dict[tuple, object] = {}
         self._scans = 0  # words searched for in the files' bytes, before every file's identifiers are listed
@@ -166,7 +167,7 @@ class ProjectModel:
     def __getstate__(self) -> dict[str, object]:
         """For workers started with `spawn`: the files and settings; facts are worked out again there."""
         state = dict(self.__dict__)
-        state.update(_trees={}, _memo={}, _fresh={}, _last_parse=None)
+        state.update(_trees={}, _memo={}, _fresh={}, _last_parse=None, _checked=None)
         return state
 
     @classmethod
@@ -226,6 +227,7 @@ class ProjectModel:
 
     def withdraw(self, path: str) -> None:
         self._trees.pop(os.path.abspath(path), None)
+        self._checked = None
 
     def take_fresh_summaries(self) -> dict[str, list]:
         """Summaries computed since the last call, by content key, for the caller to cache."""
@@ -337,10 +339,14 @@ class ProjectModel:
                 data = read_notebook(data).text.encode("utf-8")
             except NotebookError:
                 return None
-        try:
-            parsed = parse_source(data, path)
-        except (SyntaxError, ValueError, MemoryError, RecursionError):
-            return None
+        kept = self._last_parse
+        if kept is not None and kept[0] == path and kept[1] == data:
+            parsed = kept[2]  # parsed for another question about the file just before (its set-ups, then its summary)
+        else:
+            try:
+                parsed = parse_source(data, path)
+            except (SyntaxError, ValueError, MemoryError, RecursionError):
+                return None
         self._last_parse = (path, data, parsed)
         return FileContext(path, parsed.tree, SourceText(parsed.data), self.view(path))
 
@@ -852,23 +858,34 @@ class ProjectModel:
         return self._memoised(("trains-distributed",), compute)  # type: ignore[return-value]
 
     def _sets_up_distributed(self, path: str) -> bool:
-        """From the file's summary when it is at hand or will be kept for the next run, else from a walk for the
-        set-ups alone (a summary costs some three times as much, and a project that trains nothing in parallel has
-        every candidate read)."""
+        """From what an earlier run kept of this content, else from the file's summary when it is at hand or will be
+        kept for the next run, else from a walk for the set-ups alone (a summary costs some three times as much, and
+        a project that trains nothing in parallel has every candidate read). The answer is kept by content: a
+        pre-commit run on Lightning's trainer.py summarised that file and loaded a dozen cached summaries (with the
+        summaries' code) for this one fact of each, a tenth of the run."""
+        key = self._key(path)
+        kept = self._store.get(key + SETS_UP) if key is not None else None
+        if kept is not None:
+            return bool(kept[0])
         if self._wanted is not None and not self.has_summary(path):
             # While the summaries to compute on every core are gathered: a guess, kept for no answer. Each candidate
             # taken as unknown had every file that may set up distributed training summarised (diffusers: hundreds),
             # where the answer reads them only until the first that does.
             return True
-        if self.has_summary(path) or self._store.keeps:
+        # The file being checked is parsed for its check anyway: the walk for its set-ups is all it costs more.
+        if self.has_summary(path) or (self._store.keeps and path != self._checked):
             summary = self.summary(path)
-            return summary is not None and bool(summary.distributed)
-        data = self._content(path)
-        ctx = self._parsed(path, data) if data is not None else None
-        try:
-            return ctx is not None and sets_up_distributed(ctx)
-        except RecursionError:
-            return False
+            answer = summary is not None and bool(summary.distributed)
+        else:
+            data = self._content(path)
+            ctx = self._parsed(path, data) if data is not None else None
+            try:
+                answer = ctx is not None and sets_up_distributed(ctx)
+            except RecursionError:
+                answer = False
+        if key is not None:
+            self._fresh[key + SETS_UP] = [answer]
+        return answer
 
     def _built_classes(self, path: str, ref: str, depth: int) -> set[tuple[str, str]] | None:
         """The project classes a call builds (through builder functions); None when the source cannot tell."""
@@ -1275,6 +1292,12 @@ class ProjectModel:
 
     def view(self, path: str) -> ProjectView:
         return ProjectView(self, path)
+
+    def view_for_check(self, path: str) -> ProjectView:
+        """The view of the file about to be checked, until `withdraw`: its tree, parsed for a question, serves the
+        check."""
+        self._checked = os.path.abspath(path)
+        return self.view(path)
 
 
 def _way_of_wrapping(evidence: Evidence) -> tuple:

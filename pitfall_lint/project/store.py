@@ -14,6 +14,9 @@ FOLDER = ".pitfall_lint_cache"
 # of another format are computed afresh. Here, not beside the fields, so that a run whose files all keep their stamps
 # never imports the summaries' code (a pre-commit run starts a process on every commit).
 SUMMARY_FORMAT = 15
+# The key of a fact kept beside the summaries, by the content key it follows: whether the file sets up distributed
+# training, [True] or [False] (a question of every run that asks which modules DataParallel may run).
+SETS_UP = ":sets-up"
 
 
 def content_key(data: bytes) -> str:
@@ -39,7 +42,8 @@ def write_json_atomically(folder: Path, name: str, document: object) -> None:
 
 
 class SummaryStore:
-    """Summary rows by content key; `None` as the folder keeps them in memory only. The rows are kept in shards, one
+    """Summary rows by content key, and facts kept beside them (SETS_UP); `None` as the folder keeps them in memory
+    only. The rows are kept in shards, one
     file per first two digits of the key, each read on its first use and written only when it gained a row: a run
     that needs a few summaries (one file changed) reads and writes a few shards, not the summaries of the whole
     project; a warm run whose results all hold reads none.
