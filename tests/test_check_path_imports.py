@@ -172,6 +172,7 @@ def test_a_file_no_rule_triggers_on_imports_no_summary_code(tmp_path: Path) -> N
     ]
     assert outcome["analyses"] == [
         "pitfall_lint.analysis.distributed", "pitfall_lint.analysis.evidence", "pitfall_lint.analysis.scopes",
+        "pitfall_lint.analysis.wrap_calls",
     ]
     assert not outcome["tempfile"]
 

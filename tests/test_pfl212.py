@@ -326,3 +326,16 @@ def test_a_wrap_outside_init_does_not_reach_the_other_methods() -> None:
         "    def compile(self):\n"
         "        return self.trainable.student\n"
     )
+
+
+def test_a_file_that_calls_no_wrapper_is_not_parsed_for_the_rule() -> None:
+    """Every finding is of a wrap the file makes: a file that only names a wrapper (Lightning's trainer.py, in a
+    docstring) is not parsed for it, while each way a file can call one keeps it in."""
+    from pitfall_lint.rules.wrapper_attribute_without_module import WrapperAttributeWithoutModule as Rule
+
+    assert not Rule.may_apply(b'def lightning_module(self):\n    """Possibly wrapped into DataParallel or DistributedDataParallel."""\n')
+    calls = [
+        b"model = nn.DataParallel(net)", b"model = torch.nn.parallel.DistributedDataParallel (\n    net)",
+        b"from torch.nn.parallel import DistributedDataParallel as DDP", b"model = nn.DataParallel\\\n(net)",
+    ]
+    assert all(Rule.may_apply(call) for call in calls)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Literal
 from pitfall_lint.analysis.distributed import SPAWNERS, may_set_up_distributed, sets_up_distributed
 from pitfall_lint.analysis.evidence import WRAPPED_ITSELF, WRAPPED_UNKNOWN, Evidence, WrapperKind
 from pitfall_lint.analysis.scopes import definition_name
+from pitfall_lint.analysis.wrap_calls import DDP_CALL_OR_ALIAS, WRAPPER_CALL_OR_ALIAS
 from pitfall_lint.project.dependencies import declared_floor, manifests, read_manifest
 from pitfall_lint.project.layout import Layout
 from pitfall_lint.project.store import SETS_UP, SummaryStore, content_key
@@ -53,8 +54,6 @@ _SPAWN_WORDS = tuple(sorted({name.rpartition(".")[2].encode() for name in SPAWNE
 # alias its import gives it; most files that name DDP only import it for a type or check an instance (diffusers: 31
 # files name it, none calls it). Each pattern starts with its word, which lets the search skip to it (a lookbehind
 # or an alternation made the search 30 times slower).
-_DDP_CALL_OR_ALIAS = re.compile(rb"DistributedDataParallel[\s\\]*(?:\(|as\b)")
-_WRAPPER_CALL_OR_ALIAS = re.compile(rb"DataParallel[\s\\]*(?:\(|as\b)")  # DataParallel's, or DDP's
 _FUNCTIONAL_DP_CALL = re.compile(rb"data_parallel[\s\\]*\(")
 
 
@@ -63,7 +62,7 @@ def may_wrap_in_data_parallel(data: bytes) -> bool:
     aside), a Lightning Trainer/Fabric given "dp", or transformers' Trainer. Read from the bytes: most files
     that mention DataParallel only use DDP, and need no summary."""
     if b"DataParallel" in data:  # the cheap look first
-        for found in _WRAPPER_CALL_OR_ALIAS.finditer(data):
+        for found in WRAPPER_CALL_OR_ALIAS.finditer(data):
             if not data.endswith(b"Distributed", 0, found.start()):
                 return True
     if b"data_parallel" in data and _FUNCTIONAL_DP_CALL.search(data):
@@ -75,7 +74,7 @@ def may_wrap_in_data_parallel(data: bytes) -> bool:
 
 
 def _may_wrap_in_ddp(data: bytes) -> bool:
-    return b"DistributedDataParallel" in data and _DDP_CALL_OR_ALIAS.search(data) is not None  # the cheap look first
+    return b"DistributedDataParallel" in data and DDP_CALL_OR_ALIAS.search(data) is not None  # the cheap look first
 
 
 # What the model asks of every file's bytes, kept in each file's stamp: a file whose stamp holds is not read for them.
@@ -1238,7 +1237,7 @@ class ProjectModel:
     def _files_saving_wrappers(self) -> list[str]:
         def compute() -> list[str]:
             with_words = self._files_with((b"state_dict",), (b"save",))
-            return [p for p in with_words if _WRAPPER_CALL_OR_ALIAS.search(self._content(p))]  # type: ignore[arg-type]
+            return [p for p in with_words if WRAPPER_CALL_OR_ALIAS.search(self._content(p))]  # type: ignore[arg-type]
 
         return self._memoised(("files-saving-wrappers",), compute)  # type: ignore[return-value]
 

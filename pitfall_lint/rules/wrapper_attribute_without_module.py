@@ -9,6 +9,7 @@ from pitfall_lint.analysis.modules import same_module
 from pitfall_lint.analysis.ranks import ancestors_of
 from pitfall_lint.analysis.scopes import FUNCTIONS, enclosing_function, enclosing_method, is_name, reaching_values, self_name
 from pitfall_lint.analysis.training import walk_same_scope
+from pitfall_lint.analysis.wrap_calls import may_call_a_wrapper
 from pitfall_lint.analysis.wrapper_api import DATA_PARALLEL, DISTRIBUTED_DATA_PARALLEL, MODULE
 from pitfall_lint.analysis.wrappers import wrap_in
 from pitfall_lint.context import FileContext
@@ -74,6 +75,12 @@ class WrapperAttributeWithoutModule(Rule):
     )
     triggers = (("DataParallel",),)
     subscriptions = (ast.Assign, ast.AnnAssign, ast.Attribute)
+
+    @classmethod
+    def may_apply(cls, data: bytes) -> bool:
+        """Every finding is of a wrapper the file makes itself: a file that only names one (Lightning's trainer.py, in
+        a docstring) had every method of its classes walked for a wrap."""
+        return may_call_a_wrapper(data)
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
