@@ -9,7 +9,6 @@ Paths are stored relative to the baseline file's folder, so the baseline holds f
 
 from __future__ import annotations
 
-import hashlib
 import json
 import linecache
 import os
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from pitfall_lint.diagnostic import Diagnostic
+from pitfall_lint.hashing import blake2b
 
 FORMAT_VERSION = 2
 _CWD_RELATIVE_VERSION = 1
@@ -33,7 +33,7 @@ def fingerprint(diagnostic: Diagnostic) -> str:
     linecache.checkcache(diagnostic.path)  # the file may have changed since this process last read it
     last = min(diagnostic.end_line, diagnostic.line + _MAX_LINES - 1)
     text = "\n".join(linecache.getline(diagnostic.path, n).strip() for n in range(diagnostic.line, last + 1))
-    return hashlib.blake2b(f"{diagnostic.code}\n{text}".encode(), digest_size=12).hexdigest()
+    return blake2b(f"{diagnostic.code}\n{text}".encode(), digest_size=12).hexdigest()
 
 
 def _stored_path(path: str, folder: str | None) -> str:

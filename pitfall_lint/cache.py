@@ -10,7 +10,6 @@ no question is asked again (what keeps a warm run of a large project fast).
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import astuple
@@ -20,6 +19,7 @@ from typing import Any
 from pitfall_lint import __version__
 from pitfall_lint.diagnostic import Diagnostic, FixPlan, Related
 from pitfall_lint.engine import FileResult
+from pitfall_lint.hashing import blake2b
 from pitfall_lint.project.store import FOLDER, write_json_atomically
 
 _ROW_FORMAT = 4  # the Diagnostic's own fields, then the fix plan, then the related places; entries end in a fingerprint
@@ -42,7 +42,7 @@ class ResultCache:
         """`settings`: whatever else changes the results (the model's mode, the target Python), as plain data."""
         key = json.dumps([__version__, _ROW_FORMAT, sorted(rule_codes), settings])
         self.folder = root / FOLDER
-        self._name = f"results-{hashlib.blake2b(key.encode(), digest_size=8).hexdigest()}.json"
+        self._name = f"results-{blake2b(key.encode(), digest_size=8).hexdigest()}.json"
         self._entries: dict[str, list] = {}
         self._dirty = False
         try:

@@ -8,7 +8,6 @@ file around them, does without it.
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.machinery
 import json
 import os
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pitfall_lint.hashing import blake2b
 from pitfall_lint.project.store import write_json_atomically
 
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ class _Translations:
             return _joined_expression(lines)
         if self._known is None:
             self._known = _read_json(self._folder / name)
-        key = hashlib.blake2b("\n".join(lines).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
+        key = blake2b("\n".join(lines).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
         found = self._known.get(key)
         if isinstance(found, list) and len(found) == 2 and isinstance(found[0], (str, type(None))) and isinstance(found[1], bool):
             return found[0], found[1]
@@ -122,7 +122,7 @@ def _translations_file() -> str | None:
         changed = os.stat(spec.origin).st_mtime_ns
     except OSError:
         return None
-    tag = hashlib.blake2b(f"{spec.origin}\0{changed}".encode(), digest_size=8).hexdigest()
+    tag = blake2b(f"{spec.origin}\0{changed}".encode(), digest_size=8).hexdigest()
     return f"ignore-patterns-{tag}.json"
 
 

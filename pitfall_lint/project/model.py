@@ -9,7 +9,6 @@ lists), so that a cached result can be trusted only while the same questions sti
 from __future__ import annotations
 
 import ast
-import hashlib
 import os
 import re
 import time
@@ -21,6 +20,7 @@ from pitfall_lint.analysis.distributed import SPAWNERS, may_set_up_distributed, 
 from pitfall_lint.analysis.evidence import WRAPPED_ITSELF, WRAPPED_UNKNOWN, Evidence, WrapperKind
 from pitfall_lint.analysis.scopes import definition_name
 from pitfall_lint.analysis.wrap_calls import DDP_CALL_OR_ALIAS, WRAPPER_CALL_OR_ALIAS
+from pitfall_lint.hashing import blake2b
 from pitfall_lint.project.dependencies import declared_floor, manifests, read_manifest
 from pitfall_lint.project.layout import Layout
 from pitfall_lint.project.store import SETS_UP, SummaryStore, content_key
@@ -267,7 +267,7 @@ class ProjectModel:
         and time of change, the dependency files, and the folder paths are displayed from. Two models with one
         fingerprint answer every question alike. (A document is read only when a question needs it: reading and
         hashing diffusers' 600 took 20 ms of a warm run, their status 3 ms.)"""
-        digest = hashlib.blake2b(f"{self.root}\0{self.data_parallel}\0{os.getcwd()}".encode(), digest_size=16)
+        digest = blake2b(f"{self.root}\0{self.data_parallel}\0{os.getcwd()}".encode(), digest_size=16)
         for path in self.files:
             digest.update(f"\0{path}\0{self._key(path)}".encode())
         digest.update(b"\0documents")

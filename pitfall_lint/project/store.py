@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
 
 from pitfall_lint import __version__
+from pitfall_lint.hashing import blake2b
 
 FOLDER = ".pitfall_lint_cache"
 # The format of a summary's row (project/summary.py): bump it when a field of FileSummary changes, and cached summaries
@@ -20,7 +20,7 @@ SETS_UP = ":sets-up"
 
 
 def content_key(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
+    return blake2b(data, digest_size=16).hexdigest()
 
 
 def write_json_atomically(folder: Path, name: str, document: object) -> None:
@@ -54,7 +54,7 @@ class SummaryStore:
 
     def __init__(self, folder: Path | None) -> None:
         self._folder = folder
-        tag = hashlib.blake2b(f"{__version__}/{SUMMARY_FORMAT}".encode(), digest_size=8).hexdigest()
+        tag = blake2b(f"{__version__}/{SUMMARY_FORMAT}".encode(), digest_size=8).hexdigest()
         self._prefix = f"summaries-{tag}-"
         self._stamps_name = f"stamps-{tag}.json"
         self._shards: dict[str, dict[str, list]] = {}

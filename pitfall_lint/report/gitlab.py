@@ -3,7 +3,6 @@ the merge request widget tells new findings from old ones (GitLab's "Implement a
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections import Counter
@@ -12,6 +11,7 @@ from typing import Any, TextIO
 
 from pitfall_lint import baseline
 from pitfall_lint.diagnostic import Diagnostic
+from pitfall_lint.hashing import blake2b
 from pitfall_lint.report import FileLines, Report, in_cell
 
 _SEVERITIES = {"error": "major", "warning": "minor", "info": "info"}
@@ -44,7 +44,7 @@ def write(report: Report, out: TextIO) -> None:
         # same line twice in one file gives two issues, each still matched after an edit above it.
         source = baseline.fingerprint(d)
         seen[(path, source)] += 1
-        fingerprint = hashlib.blake2b(f"{path}\n{source}\n{seen[(path, source)]}".encode(), digest_size=8).hexdigest()
+        fingerprint = blake2b(f"{path}\n{source}\n{seen[(path, source)]}".encode(), digest_size=8).hexdigest()
         message = d.message if d.cell is None else f"{in_cell(d)}: {d.message}"
         issues.append(
             {
