@@ -305,12 +305,19 @@ def _usage_texts(script: str, project_root: str) -> list[tuple[str, str]]:
         folder = folder.parent
 
 
-def _crash(error: dict[str, Any], project_root: str, network_closed: bool, script_path: str) -> Stop:
-    where = _where(error.get("user_frame"))
+def said(error: dict[str, Any]) -> tuple[str | None, str]:
+    """The error's type and message as the code raised it: a replica's or a spawned process's error arrives wrapped,
+    carried as "RuntimeError: ..." in the last line of its message."""
     kind, message = error.get("type"), last_line(error.get("message"))
     inner, _, rest = message.partition(": ")
-    if rest and inner.isidentifier():  # a replica's error, carried as "RuntimeError: ..." in its last line
-        kind, message = inner, rest
+    if rest and inner.isidentifier():
+        return inner, rest
+    return kind, message
+
+
+def _crash(error: dict[str, Any], project_root: str, network_closed: bool, script_path: str) -> Stop:
+    where = _where(error.get("user_frame"))
+    kind, message = said(error)
     if error.get("limit"):
         return Stop(f"verify's own limit{where} (not a failure of the code): {message}")
     code = ((error.get("user_frame") or {}).get("code") or "").strip()

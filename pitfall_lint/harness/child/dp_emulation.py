@@ -189,8 +189,14 @@ def _bound_to_originals(replica: nn.Module, originals: dict[int, type]) -> list[
                     "attribute": f"{prefix}.{attribute}" if prefix else attribute,
                     "callable": getattr(target, "__name__", type(target).__name__),
                     "module": originals[id(owner)].__name__,
+                    **({"made_at": _made_at(target)} if inspect.isfunction(target) else {}),
                 })
     return found
+
+
+def _made_at(function: Any) -> dict[str, Any]:
+    """Where a function (a lambda, a closure) was written: the line to fix, which a method would not need."""
+    return {"file": function.__code__.co_filename, "line": function.__code__.co_firstlineno}
 
 
 def _cell(cell: Any) -> Any:
