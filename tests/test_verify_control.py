@@ -50,20 +50,31 @@ def test_an_error_of_the_codes_own_fails_the_same_way_on_one_rank(tmp_path: Path
     stop = (f"{_VIEW_ERROR}; it fails the same way on one rank, in a process group of one: the code's own error, not a "
             "parallel one; fix metrics.py:16 and run verify again")
     assert (returncode, report["stop"]) == (2, stop), stderr
-    assert verdicts(report) == {("PFL203", 46, "not-run")}
-    assert report["findings"][0]["evidence"]["mechanism"] == f"line 46 never ran: {stop}"
+    assert verdicts(report) == {("PFL203", 47, "not-run")}
+    assert report["findings"][0]["evidence"]["mechanism"] == f"line 47 never ran: {stop}"
     assert report["notes"][-1].startswith("verify ran it again on one rank (--nproc 1, a world size of 1; ")
     assert report["notes"][-1].endswith(": it failed the same way")
 
 
-def test_a_control_run_that_still_runs_two_replicas_keeps_the_reason(tmp_path: Path) -> None:
-    """`--gpus 0,1`: the script asks for two devices itself, so one device does not make it one replica."""
+def test_the_scripts_own_device_list_is_cut_to_its_first_device(tmp_path: Path) -> None:
+    """`--gpus 0,1`, handed to nn.DataParallel as `device_ids`: alone, the DataParallel is over device 0 only."""
     folder = project(tmp_path, "topk_accuracy")
     returncode, report, stderr = run_verify(folder / "dataparallel.py", "--", "--epochs", "2", "--gpus", "0,1", cwd=folder)
+    stop = (f"{_VIEW_ERROR}; it fails the same way on one device, without DataParallel: the code's own error, not a "
+            "parallel one; fix metrics.py:16 and run verify again")
+    assert (returncode, report["stop"]) == (2, stop), stderr
+    assert report["notes"][-1].endswith(": it failed the same way")
+
+
+def test_a_control_run_that_still_runs_two_ranks_keeps_the_reason(tmp_path: Path) -> None:
+    """`--nprocs 2`: the script starts two ranks itself, so one device does not make it one rank."""
+    folder = project(tmp_path, "topk_accuracy")
+    returncode, report, stderr = run_verify(folder / "multiprocessing_distributed.py", "--", "--epochs", "2", "--nprocs",
+                                            "2", cwd=folder)
     assert (returncode, report["stop"]) == (2, _VIEW_ERROR), stderr
-    assert verdicts(report) == {("PFL203", 45, "not-run")}
+    assert verdicts(report) == {("PFL203", 47, "not-run")}
     assert report["notes"][-1].endswith(" s) to tell the code's own error from a parallel one: inconclusive, the script "
-                                        "still ran 2 replicas")
+                                        "still ran 2 ranks")
     assert report["unexplained"][0]["parallel_only"] is False
 
 

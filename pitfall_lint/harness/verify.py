@@ -21,7 +21,7 @@ from typing import Any
 from pitfall_lint.checking import ProjectSettings
 from pitfall_lint.diagnostic import Diagnostic
 from pitfall_lint.files import Excluder
-from pitfall_lint.harness.child.events import SCRIPT_AS_GIVEN
+from pitfall_lint.harness.child.events import OVER_ONE_DEVICE, SCRIPT_AS_GIVEN
 from pitfall_lint.harness.control import Alone, judge, wants_control
 from pitfall_lint.harness.monitor import Monitor
 from pitfall_lint.harness.planning import (
@@ -441,8 +441,10 @@ def _control_run(report: VerifyReport, stop: Stop, run: RunRecord, enclosed: _En
         report.notes.append(f"no control run {alone.one}: the --timeout was spent")
         return
     options = replace(enclosed.options, nproc=1, timeout=left)
-    one_gpu = {"CUDA_VISIBLE_DEVICES": _first_visible_gpu()} if enclosed.device == "cuda" else {}
-    control = replace(enclosed, options=options, requested=one_gpu, lower_batch=False)
+    alone_there = {OVER_ONE_DEVICE: "1"}
+    if enclosed.device == "cuda":
+        alone_there["CUDA_VISIBLE_DEVICES"] = _first_visible_gpu()
+    control = replace(enclosed, options=options, requested=alone_there, lower_batch=False)
     enclosed.progress(f"running again {alone.one} (--nproc 1): the run failed in a way no finding explains")
     outcome, record, _, written = control.run(plan, partial(_command, plan, options=options, port=enclosed.port,
                                                             probed={}), script)

@@ -226,6 +226,19 @@ def record_scatters(data_parallel_class: type[nn.DataParallel]) -> None:
     data_parallel_class.scatter = scatter  # type: ignore[method-assign]
 
 
+def over_first_device(data_parallel_class: type[nn.DataParallel]) -> None:
+    """The control run's DataParallel: over the first of the devices the script lists (`device_ids=[0, 1, 2, 3]`),
+    where torch's DataParallel calls the module itself, as on a machine of one GPU."""
+    original = data_parallel_class.__init__
+
+    def __init__(self: nn.DataParallel, module: nn.Module, device_ids: Any = None, output_device: Any = None,
+                 dim: int = 0) -> None:
+        first = list(device_ids)[:1] if device_ids is not None else None
+        original(self, module, first, first[0] if first else output_device, dim)
+
+    data_parallel_class.__init__ = __init__  # type: ignore[method-assign]
+
+
 class EmulatedDataParallel(nn.DataParallel):
     """Stands in for nn.DataParallel when there are fewer than N CUDA devices.
 

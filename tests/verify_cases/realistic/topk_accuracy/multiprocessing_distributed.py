@@ -19,6 +19,7 @@ parser = argparse.ArgumentParser(description="ImageNet-style training with DDP")
 parser.add_argument("--epochs", default=90, type=int)
 parser.add_argument("-b", "--batch-size", default=8, type=int)
 parser.add_argument("--lr", default=0.1, type=float)
+parser.add_argument("--nprocs", default=None, type=int, help="processes to start (default: one per GPU)")
 
 
 def main_worker(local_rank: int, nprocs: int, args: argparse.Namespace) -> None:
@@ -49,7 +50,7 @@ def main_worker(local_rank: int, nprocs: int, args: argparse.Namespace) -> None:
 
 def main() -> None:
     args = parser.parse_args()
-    nprocs = torch.cuda.device_count()
+    nprocs = args.nprocs or torch.cuda.device_count()
     mp.spawn(main_worker, nprocs=nprocs, args=(nprocs, args))
 
 
