@@ -12,7 +12,10 @@ Per script the table gives the verdicts, how far the run went (the flagged lines
 end of its step budget), the reason verify gave, the seconds, and the run's category:
   confirmed        a finding confirmed with the real error
   ran to the end   the run reached the end of its step budget (its flagged lines reached or not: the column says)
-  environment      stopped by the user's environment, with a next step (an argument, a package, data, a GPU)
+  parallel failure a failure no finding explains that a run on one device or one rank does not have (a pitfall
+                   no rule flags), with the line to fix
+  environment      stopped by the user's environment, with a next step (an argument, a package, data, a GPU, the
+                   line of the code's own error to fix)
   verify itself    stopped by verify: a stand-in, a virtual device, the budget, a timeout, a crash of the harness
   no next step     stopped with a reason that names no next step
   FALSE GREEN      said clean ("passed") without reaching every flagged line: a bug, always
@@ -48,6 +51,7 @@ _NEXT_STEP = re.compile(
     r"|use a torch built with MPI|run verify on a machine with N GPUs|after `--`"
     r"|before the command \(|runs it under torchrun: pitfall-lint verify"
     r"|PYTHONPATH=\S+ pitfall-lint verify "  # the command line that finds the repository's own package
+    r"|; fix \S+:\d+ "  # the line of the code's own error, or of a parallel failure, told by the control run
 )
 # Reasons that are verify's own doing: its budget and timeouts, its stand-ins and virtual devices, its crashes.
 _VERIFY_ITSELF = re.compile(
@@ -56,7 +60,8 @@ _VERIFY_ITSELF = re.compile(
 )
 # A run that ended by itself, or that verify ended at its step budget.
 _ENDED = ("finished", "ran to the end of its step budget")
-CATEGORIES = ("confirmed", "ran to the end", "environment", "verify itself", "no next step", "FALSE GREEN")
+CATEGORIES = ("confirmed", "ran to the end", "parallel failure", "environment", "verify itself", "no next step",
+              "FALSE GREEN")
 
 
 def _commit(folder: Path) -> str:
@@ -122,6 +127,8 @@ def _judge(returncode: int, report: dict[str, Any], stderr: str) -> tuple[str, s
         return verdicts, reason, "ran to the end"
     if _VERIFY_ITSELF.search(reason) or returncode not in (1, 2):
         return verdicts, reason or f"exit code {returncode}", "verify itself"
+    if any(f.get("parallel_only") for f in report.get("unexplained", [])):
+        return verdicts, reason, "parallel failure"
     return verdicts, reason, "environment" if _NEXT_STEP.search(reason) else "no next step"
 
 
@@ -215,7 +222,7 @@ def _summary(results: list[dict[str, Any]]) -> None:
     print(f"\n{len(results)} runs of {len({r['name'].split(':')[0] for r in results})} repositories:")
     for category in CATEGORIES:
         count = sum(r["category"] == category for r in results)
-        print(f"  {category:<15} {count:>3}  ({100 * count / total:.0f} %)")
+        print(f"  {category:<16} {count:>3}  ({100 * count / total:.0f} %)")
     rules = {v.split(":")[0] for r in results for v in r["verdicts"].split(", ") if v.endswith(" confirmed")}
     confirmations = sum(v.endswith(" confirmed") for r in results for v in r["verdicts"].split(", "))
     print(f"  {confirmations} confirmations of {len(rules)} rules ({', '.join(sorted(rules))})")

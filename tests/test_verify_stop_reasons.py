@@ -3,6 +3,10 @@ as the harness writes them)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from pitfall_lint.harness.reasons import stop_point
 from pitfall_lint.harness.record import RunRecord
 
@@ -29,3 +33,22 @@ def test_a_peer_that_lost_its_connection_to_a_rank_killed_by_a_signal_is_not_the
         stop = stop_point(_run(*errors), "/p/train.py", "/p")
         assert stop is not None
         assert stop.text == "rank 0 was killed by SIGSEGV: a crash in native code, with no Python error"
+
+
+def test_a_folder_a_message_says_was_not_found_is_missing_data_only_when_it_is_absent(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """llama2.c asserts its shards are there (`No bin files found in data/TinyStories_all_data`): the folder, relative to
+    the run's working folder, is the data to give, checked on disk; a folder that is there but empty is not."""
+    monkeypatch.chdir(tmp_path)
+    error = {"type": "AssertionError", "message": "No bin files found in data/shards", "rank": None, "pid": 40,
+             "user_frame": {"file": "/p/tokens.py", "line": 22, "function": "__iter__", "code": "assert shards, msg"}}
+    stop = stop_point(_run(error), "/p/train.py", "/p")
+    assert stop is not None
+    assert stop.sentence() == ("the run failed at /p/tokens.py:22: AssertionError: No bin files found in data/shards; the "
+                               "data or file it reads is missing here: data/shards; give its location with the script's "
+                               "own options after `--`")
+    (tmp_path / "data" / "shards").mkdir(parents=True)
+    stop = stop_point(_run(error), "/p/train.py", "/p")
+    assert stop is not None
+    assert stop.hint == ""
+    assert stop.text == "the run failed at /p/tokens.py:22: AssertionError: No bin files found in data/shards"

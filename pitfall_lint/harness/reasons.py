@@ -305,12 +305,19 @@ def _usage_texts(script: str, project_root: str) -> list[tuple[str, str]]:
         folder = folder.parent
 
 
-def _crash(error: dict[str, Any], project_root: str, network_closed: bool, script_path: str) -> Stop:
-    where = _where(error.get("user_frame"))
+def said(error: dict[str, Any]) -> tuple[str | None, str]:
+    """The error's type and message as the code raised it: a replica's or a spawned process's error arrives wrapped,
+    carried as "RuntimeError: ..." in the last line of its message."""
     kind, message = error.get("type"), last_line(error.get("message"))
     inner, _, rest = message.partition(": ")
-    if rest and inner.isidentifier():  # a replica's error, carried as "RuntimeError: ..." in its last line
-        kind, message = inner, rest
+    if rest and inner.isidentifier():
+        return inner, rest
+    return kind, message
+
+
+def _crash(error: dict[str, Any], project_root: str, network_closed: bool, script_path: str) -> Stop:
+    where = _where(error.get("user_frame"))
+    kind, message = said(error)
     if error.get("limit"):
         return Stop(f"verify's own limit{where} (not a failure of the code): {message}")
     code = ((error.get("user_frame") or {}).get("code") or "").strip()
@@ -345,9 +352,34 @@ def _crash(error: dict[str, Any], project_root: str, network_closed: bool, scrip
     if not message and code:
         message = f"`{code}`"  # a bare assert: its line says what failed
     if kind in ("FileNotFoundError", "IsADirectoryError", "NotADirectoryError") or _FILE_CHECK.search(code):
-        return Stop(f"the run failed{where}: {kind}: {message}",
-                    "the data or file it reads is missing here; give its location with the script's own options after `--`")
+        return Stop(f"the run failed{where}: {kind}: {message}", f"{_DATA_MISSING}; {_GIVE_LOCATION}")
+    missing = _missing_path(message)
+    if missing is not None:
+        return Stop(f"the run failed{where}: {kind}: {message}", f"{_DATA_MISSING}: {missing}; {_GIVE_LOCATION}")
     return Stop(f"the run failed{where}: {kind}: {message}")
+
+
+_DATA_MISSING = "the data or file it reads is missing here"
+_GIVE_LOCATION = "give its location with the script's own options after `--`"
+# A message that says something was not found; the path it names must then be absent for the data to be missing.
+_NOT_FOUND = re.compile(r"(?i)not found|\bno such\b|\bno\b[\w ]*\bfound\b|found no\b|does(?: not|n't) exist|missing"
+                        r"|(?:cannot|can't|could not|couldn't|unable to) (?:find|open|locate|read)")
+_QUOTED = re.compile(r"'([^']+)'|\"([^\"]+)\"")
+
+
+def _missing_path(message: str) -> str | None:
+    """The path a message says was not found (`No bin files found in data/TinyStories_all_data`), when it names one,
+    relative to the run's working folder or absolute, that is absent here: the user's data, not the code, is what is
+    missing. A path is a quoted string or a word with a slash in it, and it must be absent on disk: the message's
+    words alone never say that data is missing."""
+    if not _NOT_FOUND.search(message):
+        return None
+    quoted = [a or b for a, b in _QUOTED.findall(message)]
+    words = [w.strip("'\"`.,;:()[]{}<>") for w in message.split()]
+    for candidate in quoted + words:
+        if "/" in candidate and "://" not in candidate and not os.path.exists(os.path.expanduser(candidate)):
+            return candidate
+    return None
 
 
 _IMPORT = re.compile(r"^\s*(?:from\s+(?P<source>[\w.]+)\s+import\b|import\s+(?P<names>[\w., ]+))")

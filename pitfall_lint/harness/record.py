@@ -98,6 +98,9 @@ def _mapped(event: dict[str, Any], user_path: Callable[[str], str]) -> dict[str,
             event[key]["file"] = user_path(event[key]["file"])
     for frame in event.get("frames") or ():
         frame["file"] = user_path(frame["file"])
+    for bound in event.get("bound") or ():  # a DataParallel replica's callable, where it was written
+        if isinstance(bound.get("made_at"), dict) and "file" in bound["made_at"]:
+            bound["made_at"]["file"] = user_path(bound["made_at"]["file"])
     return event
 
 

@@ -55,7 +55,8 @@ def write_text(report: VerifyReport, out: TextIO) -> None:
             out.write(f"    run: {verdict.mode}\n")
     for failure in report.unexplained:
         rank = f" (rank {failure['rank']})" if failure.get("rank") is not None else ""
-        out.write(f"unexplained failure{rank}: {failure['type']}: {failure['message']}\n")
+        parallel = " parallel" if failure.get("parallel_only") else ""
+        out.write(f"unexplained{parallel} failure{rank}: {failure['type']}: {failure['message']}\n")
         if failure.get("user_frame"):
             out.write(f"    {_frame(failure['user_frame'])}\n")
     counts = {s: sum(v.status == s for v in report.verdicts) for s in ("confirmed", "not-reproduced", "not-run")}

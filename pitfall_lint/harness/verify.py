@@ -11,6 +11,7 @@ import re
 import socket
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -20,7 +21,8 @@ from typing import Any
 from pitfall_lint.checking import ProjectSettings
 from pitfall_lint.diagnostic import Diagnostic
 from pitfall_lint.files import Excluder
-from pitfall_lint.harness.child.events import SCRIPT_AS_GIVEN
+from pitfall_lint.harness.child.events import OVER_ONE_DEVICE, SCRIPT_AS_GIVEN
+from pitfall_lint.harness.control import Alone, judge, wants_control
 from pitfall_lint.harness.monitor import Monitor
 from pitfall_lint.harness.planning import (
     Plan,
@@ -397,6 +399,7 @@ def _verify_once(
                         if same_file(f.path, source.path) or same_file(f.path, running.path))
     enclosed = _Enclosed(str(root), device, options, port, _conditions(findings, runnable, frozenset()), progress,
                          about_script, flagged)
+    started, budget = time.monotonic(), options.timeout
     outcome, run, enclosure, report.written = enclosed.run(plan, start, script)
     bound = batch_to_lower([b for e in run.of("arguments") for b in e.get("bounds", [])], options.script_args) \
         if outcome.stopped and outcome.stopped.startswith(NO_STEP_YET) else None
@@ -413,14 +416,63 @@ def _verify_once(
         report.notes.append(f"verify ran the script again with {bound['option']} {SMALL_BATCH}: {why}")
     report.scratch = str(enclosure.scratch)
     report.notes += [devices_note] if devices_note else []
-    _conclude(report, run, outcome, enclosure, options, project, source, running, findings, runnable, str(root))
+    stop = _conclude(report, run, outcome, enclosure, options, project, source, running, findings, runnable, str(root))
+    ended = run  # the run `stop` is about
     lifted: dict[str, str] = {}  # the probes whose conditions the later runs went without, with how
     while (lifting := _lift_confirmed(report, probed, lifted)) is not None:
         run = _run_again(report, lifting, lifted, enclosed, plan, probed, script, project, source, running, findings,
                          runnable)
         lifted |= lifting
     _probe_unexercised(report, run, enclosed, project, runnable, running.path, device_note)
+    if stop is not None and wants_control(stop, ended, report.confirmed, report.unexplained):
+        _control_run(report, stop, ended, enclosed, plan, script, source, running,
+                     int(budget - (time.monotonic() - started)))
     return report
+
+
+def _control_run(report: VerifyReport, stop: Stop, run: RunRecord, enclosed: _Enclosed, plan: Plan, script: str,
+                 source: _Source, running: _Source, left: int) -> None:
+    """The failure no finding explains, run again alone (one CUDA device, or a world size of 1), in what is left of
+    --timeout, with none of the probes' conditions: failing the same way, it is the code's own error; getting past
+    the line, a parallel failure."""
+    ranks = plan.kind == "distributed" or plan.starts is not None or plan.collective is not None
+    alone = Alone.of(ranks, enclosed.options.nproc)
+    if left < 1:
+        report.notes.append(f"no control run {alone.one}: the --timeout was spent")
+        return
+    options = replace(enclosed.options, nproc=1, timeout=left)
+    alone_there = {OVER_ONE_DEVICE: "1"}
+    if enclosed.device == "cuda":
+        alone_there["CUDA_VISIBLE_DEVICES"] = _first_visible_gpu()
+    control = replace(enclosed, options=options, requested=alone_there, lower_batch=False)
+    enclosed.progress(f"running again {alone.one} (--nproc 1): the run failed in a way no finding explains")
+    outcome, record, _, written = control.run(plan, partial(_command, plan, options=options, port=enclosed.port,
+                                                            probed={}), script)
+    if source.notebook is not None:
+        _mark_cells(record, source)
+    told = judge(stop, run, record, stop_point(record, running.path, enclosed.root, not options.allow_network,
+                                               options.timeout, final_statement(running.tree)), alone, outcome.seconds)
+    report.notes.append(told.note)
+    report.seconds += outcome.seconds
+    report.outcome += f"; run again {alone.one}, {_describe_outcome(outcome, options.timeout)}"
+    report.written += [w for w in written if w not in report.written]
+    if told.stop != stop:
+        before, after = stop.sentence(), told.stop.sentence()
+        report.stop = after
+        report.verdicts = [replace(v, evidence=replace(v.evidence, mechanism=v.evidence.mechanism.replace(before, after)))
+                           if v.status == "not-run" else v for v in report.verdicts]
+        report.failure = _run_failure(run, report, told.stop)
+    if told.parallel_only:
+        error = run.errors[stop.error] if stop.error is not None else {}
+        key = (error.get("type"), last_line(error.get("message")))
+        failure = next((f for f in report.unexplained if (f["type"], f["message"]) == key), report.unexplained[0])
+        failure["parallel_only"] = True
+
+
+def _first_visible_gpu() -> str:
+    """The first of the real GPUs the run may use: the control run gets that one alone."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    return visible.split(",")[0].strip() if visible.strip() not in ("", "-1") else "0"
 
 
 def _conditions(findings: dict[int, Diagnostic], runnable: dict[int, Diagnostic], lifted: frozenset[str]) -> dict[str, str]:
@@ -515,9 +567,9 @@ class _Enclosed:
 
 def _conclude(report: VerifyReport, run: RunRecord, outcome: RunOutcome, enclosure: Enclosure, options: VerifyOptions,
               project: ProjectFindings, source: _Source, running: _Source, findings: dict[int, Diagnostic],
-              runnable: dict[int, Diagnostic], root: str) -> None:
-    """From what the run recorded: the verdicts, the failures nothing explains, where it stopped short, and why.
-    `source` is the file verified, `running` the file run (the same, or a script that calls it)."""
+              runnable: dict[int, Diagnostic], root: str) -> Stop | None:
+    """From what the run recorded: the verdicts, the failures nothing explains, where it stopped short, and why (the
+    stop, returned). `source` is the file verified, `running` the file run (the same, or a script that calls it)."""
     probes = all_probes()
     report.seconds = outcome.seconds
     report.isolation = enclosure.status.get("network", "")
@@ -546,6 +598,7 @@ def _conclude(report: VerifyReport, run: RunRecord, outcome: RunOutcome, enclosu
         report.notes += [f"{_at(f)} has a {f.code} finding, which verify has no probe for: it may explain the failure"
                          for f in unprobed[:3]]
     report.failure = _run_failure(run, report, stop)
+    return stop
 
 
 def _probe_unexercised(report: VerifyReport, run: RunRecord, enclosed: _Enclosed, project: ProjectFindings,
@@ -809,7 +862,7 @@ def _run_failure(run: RunRecord, report: VerifyReport, stop: Stop | None) -> str
 
 
 def _unexplained(run: RunRecord, explained: set[int]) -> list[dict[str, Any]]:
-    """Failures that no finding accounts for."""
+    """Failures that no finding accounts for; `parallel_only` is set once a control run showed one only in parallel."""
     seen: set[tuple[str, str]] = set()
     failures = []
     causes = [e for e in run.errors if e.get("type") not in ECHOES]
@@ -821,6 +874,7 @@ def _unexplained(run: RunRecord, explained: set[int]) -> list[dict[str, Any]]:
         if error.get("type") in ECHOES and (causes or index in explained):
             continue
         seen.add(key)
-        failures.append({"type": key[0], "message": key[1], "user_frame": error.get("user_frame"), "rank": error.get("rank")})
+        failures.append({"type": key[0], "message": key[1], "user_frame": error.get("user_frame"), "rank": error.get("rank"),
+                         "parallel_only": False})
     return failures
 

@@ -189,8 +189,14 @@ def _bound_to_originals(replica: nn.Module, originals: dict[int, type]) -> list[
                     "attribute": f"{prefix}.{attribute}" if prefix else attribute,
                     "callable": getattr(target, "__name__", type(target).__name__),
                     "module": originals[id(owner)].__name__,
+                    **({"made_at": _made_at(target)} if inspect.isfunction(target) else {}),
                 })
     return found
+
+
+def _made_at(function: Any) -> dict[str, Any]:
+    """Where a function (a lambda, a closure) was written: the line to fix, which a method would not need."""
+    return {"file": function.__code__.co_filename, "line": function.__code__.co_firstlineno}
 
 
 def _cell(cell: Any) -> Any:
@@ -218,6 +224,19 @@ def record_scatters(data_parallel_class: type[nn.DataParallel]) -> None:
         return chunks, chunk_kwargs
 
     data_parallel_class.scatter = scatter  # type: ignore[method-assign]
+
+
+def over_first_device(data_parallel_class: type[nn.DataParallel]) -> None:
+    """The control run's DataParallel: over the first of the devices the script lists (`device_ids=[0, 1, 2, 3]`),
+    where torch's DataParallel calls the module itself, as on a machine of one GPU."""
+    original = data_parallel_class.__init__
+
+    def __init__(self: nn.DataParallel, module: nn.Module, device_ids: Any = None, output_device: Any = None,
+                 dim: int = 0) -> None:
+        first = list(device_ids)[:1] if device_ids is not None else None
+        original(self, module, first, first[0] if first else output_device, dim)
+
+    data_parallel_class.__init__ = __init__  # type: ignore[method-assign]
 
 
 class EmulatedDataParallel(nn.DataParallel):

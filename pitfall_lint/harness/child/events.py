@@ -19,6 +19,7 @@ SCRIPT_AS_GIVEN = "PITFALL_LINT_SCRIPT_AS_GIVEN"  # the path as the user typed i
 SCRATCH = "PITFALL_LINT_SCRATCH"  # verify's own folder for the run: redirected saves, synthetic dataset files
 PROJECT = "PITFALL_LINT_PROJECT"  # the folder of the user's project: its files are "user code"
 PROJECT_FLAT = "PITFALL_LINT_PROJECT_FLAT"  # "1": a folder without a project marker, whose files alone count
+OVER_ONE_DEVICE = "PITFALL_LINT_OVER_ONE_DEVICE"  # "1": the control run, a DataParallel over the first device it lists
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S+)')
 _HARNESS = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 _INSTALLED = ("site-packages", "dist-packages")

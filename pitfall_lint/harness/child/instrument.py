@@ -32,7 +32,15 @@ from typing import Any
 from pitfall_lint.harness import isolation
 from pitfall_lint.harness.child import collectives, ddp, exits, loading, nodes, stand_ins
 from pitfall_lint.harness.child.coverage import LineRecorder
-from pitfall_lint.harness.child.events import SCRATCH, SCRIPT, current_rank, emit, emit_error, user_place
+from pitfall_lint.harness.child.events import (
+    OVER_ONE_DEVICE,
+    SCRATCH,
+    SCRIPT,
+    current_rank,
+    emit,
+    emit_error,
+    user_place,
+)
 from pitfall_lint.harness.child.imports import after_import
 from pitfall_lint.harness.child.wrapper_observers import observe_wrappers
 
@@ -251,8 +259,10 @@ def _patch_process_group(torch: Any, virtual: bool) -> None:
 
 
 def _patch_data_parallel(torch: Any, virtual: bool) -> None:
-    from pitfall_lint.harness.child.dp_emulation import EmulatedDataParallel, record_scatters
+    from pitfall_lint.harness.child.dp_emulation import EmulatedDataParallel, over_first_device, record_scatters
 
+    if os.environ.get(OVER_ONE_DEVICE) == "1":
+        over_first_device(EmulatedDataParallel if virtual else torch.nn.DataParallel)
     if not virtual:
         record_scatters(torch.nn.DataParallel)
         emit("device", mode="cuda", gpus=torch.cuda.device_count())

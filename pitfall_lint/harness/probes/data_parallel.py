@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 from pitfall_lint.diagnostic import Diagnostic
 from pitfall_lint.harness.probes.base import Probe, at, errors_signed, signature
+from pitfall_lint.harness.reasons import shown_path
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord
 from pitfall_lint.harness.words import counted
 
@@ -81,8 +82,10 @@ class BoundMethodProbe(_DataParallelProbe):
         if not bound:
             return "a replica computed with the original module's parameters through a callable stored on the module"
         b = bound[0]
+        made = b.get("made_at") or {}
+        written = f", made at {shown_path(made['file'])}:{made['line']}" if made.get("file") and made.get("line") else ""
         return (
-            f"replica {b['replica']} ran `{b['callable']}` (stored in `{b['attribute']}`), bound to the original "
+            f"replica {b['replica']} ran `{b['callable']}` (stored in `{b['attribute']}`{written}), bound to the original "
             f"{b['module']}, on the original's parameters"
         )
 
