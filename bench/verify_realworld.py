@@ -47,6 +47,7 @@ REPO = Path(__file__).resolve().parents[1]
 _NEXT_STEP = re.compile(
     r"pass them after `--`|pip install|is part of the project|needs CUDA|run verify on a GPU machine|--allow-network"
     r"|the data or file it reads is missing|lower the work with the script's own options|a longer --timeout would not help"
+    r"|run verify again with a longer --timeout"
     r"|add pitfall_lint_example|needs constructor arguments|can shape only one|--nproc N gives it|under another package"
     r"|use a torch built with MPI|run verify on a machine with N GPUs|after `--`"
     r"|before the command \(|runs it under torchrun: pitfall-lint verify"

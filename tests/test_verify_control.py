@@ -101,6 +101,25 @@ def test_a_control_run_that_fails_before_the_line_keeps_the_reason() -> None:
                          "failed at /p/train.py:12: ValueError: needs 2 devices")
 
 
+def test_a_control_run_that_the_timeout_cut_short_names_a_longer_one() -> None:
+    """pytorch-distributed's DDP script spent 45 of its 50 s on a first run and one at batch 8: the control run alone
+    had 5 s, too few to reach the failing line, and the reason had no next step. A longer --timeout is that step."""
+    from pitfall_lint.harness.control import Alone, judge
+
+    error = {"event": "error", "type": "RuntimeError", "message": "view size is not compatible",
+             "user_frame": {"file": "/p/train.py", "line": 40, "function": "accuracy"}}
+    stop = Stop("the run failed at /p/train.py:40: RuntimeError: view size is not compatible", error=0)
+    control = RunRecord("/p/train.py", [], "", 1, False)
+    timed_out = Stop("the run did not finish within 5 s (rank 0 was at /p/train.py:12 in main)", "raise --timeout or lower --steps")
+    told = judge(stop, _record(error), control, timed_out, Alone.of(True, 2), 5.2)
+    assert told.stop == Stop(
+        stop.text, "run verify again with a longer --timeout: the control run on one rank had 5 s, too few to reach "
+        "/p/train.py:40, and on one rank the run tells the code's own error from a parallel one", 0,
+    )
+    assert told.note.endswith("inconclusive, it stopped before reaching /p/train.py:40: the run did not finish within 5 s "
+                              "(rank 0 was at /p/train.py:12 in main)")
+
+
 def test_a_function_stored_on_the_module_fails_only_under_data_parallel(tmp_path: Path) -> None:
     """minGPT's Block keeps `lambda x: m.c_proj(m.c_fc(x))` with `m = self.mlp`: no rule flags it, and replica 1 runs
     the original's MLP. Alone, the model runs past that line: a parallel failure, named with the line to fix; with a
@@ -132,7 +151,8 @@ def test_a_function_stored_on_the_module_fails_only_under_data_parallel(tmp_path
 def test_the_text_report_names_a_parallel_failure_as_such() -> None:
     report = VerifyReport("model.py", Plan("model", "it defines modules"), "model: 2-way DataParallel")
     frame = {"file": "/p/model.py", "line": 34, "function": "<lambda>", "code": "self.mlpf = lambda x: m.c_fc(x)"}
-    report.unexplained = [{"type": "RuntimeError", "message": "Expected all tensors to be on the same device",
+    # The type is said once, though a replica's error carries it in its message too.
+    report.unexplained = [{"type": "RuntimeError", "message": "RuntimeError: Expected all tensors to be on the same device",
                            "user_frame": frame, "rank": None, "parallel_only": True}]
     out = io.StringIO()
     write_text(report, out)

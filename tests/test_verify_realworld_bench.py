@@ -44,3 +44,12 @@ def test_a_failure_only_in_parallel_is_counted_on_its_own() -> None:
     assert verify_realworld._judge(2, report, f"error: model.py: {reason}\n") == (
         "PFL105:280 not-run", reason, "parallel failure")
     assert "parallel failure" in verify_realworld.CATEGORIES
+
+
+def test_a_control_run_cut_short_names_a_longer_timeout() -> None:
+    reason = ("the run failed at multiprocessing_distributed.py:397: RuntimeError: view size is not compatible; run "
+              "verify again with a longer --timeout: the control run on one rank had 5 s, too few to reach "
+              "multiprocessing_distributed.py:397, and on one rank the run tells the code's own error from a parallel one")
+    report = {"findings": [], "unexplained": [{"type": "RuntimeError", "parallel_only": False}]}
+    assert verify_realworld._judge(2, report, f"error: multiprocessing_distributed.py: {reason}\n") == (
+        "no probed finding", reason, "environment")

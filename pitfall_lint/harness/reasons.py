@@ -51,6 +51,10 @@ _FILE_CHECK = re.compile(r"\b(exists|isfile|isdir)\(")
 _GPU_ONLY = frozenset({"apex", "flash_attn", "xformers", "triton", "bitsandbytes", "deepspeed", "nvidia", "pynvml", "cupy"})
 
 
+# How a run that verify's --timeout stopped begins its reason: it did not finish, or it was still stepping.
+TIMED_OUT = ("the run did not finish within", "the run was still going after")
+
+
 @dataclass(frozen=True)
 class Stop:
     """Where a run stopped short of its end, and what to do about it."""
@@ -496,11 +500,11 @@ def _timeout(run: RunRecord, timeout: float) -> Stop:
     if steps:
         options = ", ".join(f"{b['option']} (now {b['value']})" for b in bounds[:4])
         hint = f"lower the work with the script's own options after `--`: {options}" if options else "raise --timeout or lower the script's epochs"
-        return Stop(f"the run was still going after {max(steps.values())} optimizer steps when stopped at {timeout:g} s{where}", hint)
+        return Stop(f"{TIMED_OUT[1]} {max(steps.values())} optimizer steps when stopped at {timeout:g} s{where}", hint)
     # No step finished: --steps cannot shorten the first one; the script's batch size can (ImageNet's -b 256 on a CPU).
     batches = [b for b in bounds if "batch" in b["option"].lower() and isinstance(b["value"], int)]
     if batches:
         options = ", ".join(f"{b['option']} (now {b['value']})" for b in batches[:2])
-        return Stop(f"the run did not finish within {timeout:g} s, and no optimizer step did{where}",
+        return Stop(f"{TIMED_OUT[0]} {timeout:g} s, and no optimizer step did{where}",
                     f"lower the work per step with the script's own options after `--`: {options}; or raise --timeout")
-    return Stop(f"the run did not finish within {timeout:g} s{where}", "raise --timeout or lower --steps")
+    return Stop(f"{TIMED_OUT[0]} {timeout:g} s{where}", "raise --timeout or lower --steps")

@@ -56,7 +56,9 @@ def write_text(report: VerifyReport, out: TextIO) -> None:
     for failure in report.unexplained:
         rank = f" (rank {failure['rank']})" if failure.get("rank") is not None else ""
         parallel = " parallel" if failure.get("parallel_only") else ""
-        out.write(f"unexplained{parallel} failure{rank}: {failure['type']}: {failure['message']}\n")
+        # A replica's error comes back with its type in the message ("RuntimeError: ..."): said once.
+        message = str(failure["message"]).removeprefix(f"{failure['type']}: ")
+        out.write(f"unexplained{parallel} failure{rank}: {failure['type']}: {message}\n")
         if failure.get("user_frame"):
             out.write(f"    {_frame(failure['user_frame'])}\n")
     counts = {s: sum(v.status == s for v in report.verdicts) for s in ("confirmed", "not-reproduced", "not-run")}

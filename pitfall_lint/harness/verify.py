@@ -22,7 +22,7 @@ from pitfall_lint.checking import ProjectSettings
 from pitfall_lint.diagnostic import Diagnostic
 from pitfall_lint.files import Excluder
 from pitfall_lint.harness.child.events import OVER_ONE_DEVICE, SCRIPT_AS_GIVEN
-from pitfall_lint.harness.control import Alone, judge, wants_control
+from pitfall_lint.harness.control import Alone, Control, judge, out_of_time, wants_control
 from pitfall_lint.harness.monitor import Monitor
 from pitfall_lint.harness.planning import (
     Plan,
@@ -438,7 +438,8 @@ def _control_run(report: VerifyReport, stop: Stop, run: RunRecord, enclosed: _En
     ranks = plan.kind == "distributed" or plan.starts is not None or plan.collective is not None
     alone = Alone.of(ranks, enclosed.options.nproc)
     if left < 1:
-        report.notes.append(f"no control run {alone.one}: the --timeout was spent")
+        _tell(report, stop, run, out_of_time(stop, alone, f"none of it was left for a control run {alone.one}",
+                                             f"no control run {alone.one}: the --timeout was spent"))
         return
     options = replace(enclosed.options, nproc=1, timeout=left)
     alone_there = {OVER_ONE_DEVICE: "1"}
@@ -452,10 +453,16 @@ def _control_run(report: VerifyReport, stop: Stop, run: RunRecord, enclosed: _En
         _mark_cells(record, source)
     told = judge(stop, run, record, stop_point(record, running.path, enclosed.root, not options.allow_network,
                                                options.timeout, final_statement(running.tree)), alone, outcome.seconds)
-    report.notes.append(told.note)
     report.seconds += outcome.seconds
     report.outcome += f"; run again {alone.one}, {_describe_outcome(outcome, options.timeout)}"
     report.written += [w for w in written if w not in report.written]
+    _tell(report, stop, run, told)
+
+
+def _tell(report: VerifyReport, stop: Stop, run: RunRecord, told: Control) -> None:
+    """What the control run told (or that none could run), in the report: its note, the stop and the verdicts of the
+    lines that never ran as they now read, and whether the failure is a parallel one."""
+    report.notes.append(told.note)
     if told.stop != stop:
         before, after = stop.sentence(), told.stop.sentence()
         report.stop = after
