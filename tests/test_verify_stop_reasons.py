@@ -52,3 +52,18 @@ def test_a_folder_a_message_says_was_not_found_is_missing_data_only_when_it_is_a
     assert stop is not None
     assert stop.hint == ""
     assert stop.text == "the run failed at /p/tokens.py:22: AssertionError: No bin files found in data/shards"
+
+
+def test_a_loader_over_an_iterable_dataset_is_no_missing_sampler_confirmed() -> None:
+    """An IterableDataset's loader has torch's _InfiniteConstantSampler on every rank, and takes no DistributedSampler:
+    the probe once confirmed PFL401 there with 'each iterated all None samples'."""
+    from pitfall_lint.diagnostic import Diagnostic
+    from pitfall_lint.harness.probes.data import MissingSamplerProbe
+
+    finding = Diagnostic("/p/train.py", 30, 1, "PFL401", "missing-distributed-sampler", 30, 9, "warning", "no sampler")
+    loaders = [{"event": "loader", "file": "/p/train.py", "line": 30, "rank": rank, "sampler": "_InfiniteConstantSampler",
+                "dataset_size": None} for rank in (0, 1)]
+    judgement = MissingSamplerProbe().judge(finding, RunRecord("/p/train.py", loaders, "", 2, False))
+    assert judgement is not None and (judgement.status, judgement.evidence.mechanism) == (
+        "not-reproduced", "the loader reads an IterableDataset (its sampler is torch's _InfiniteConstantSampler, and it "
+        "takes no DistributedSampler): what each rank reads is decided by the dataset's own code")

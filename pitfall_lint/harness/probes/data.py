@@ -10,6 +10,8 @@ from pitfall_lint.harness.probes.base import Probe, at
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord
 
 _DISTRIBUTED = frozenset({"distributed", "script", "notebook"})
+# The sampler torch gives a DataLoader over an IterableDataset.
+_ITERABLE = "_InfiniteConstantSampler"
 
 
 def _ranks(events: list[dict[str, Any]]) -> set[int]:
@@ -26,6 +28,12 @@ class MissingSamplerProbe(Probe):
         if len(ranks) < 2:
             return None
         whole = [e for e in loaders if e.get("sampler") != "DistributedSampler"]
+        if any(e.get("sampler") == _ITERABLE for e in whole):
+            # No sampler of the loader says what each rank reads: the dataset's own code does (llama2.c's shards by
+            # rank), which the run does not compare; a DistributedSampler is no remedy there.
+            return Judgement("not-reproduced", Evidence(
+                f"the loader reads an IterableDataset (its sampler is torch's {_ITERABLE}, and it takes no "
+                "DistributedSampler): what each rank reads is decided by the dataset's own code"))
         if len(_ranks(whole)) > 1:
             size = whole[0].get("dataset_size")
             return Judgement(
