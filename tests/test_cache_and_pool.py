@@ -280,3 +280,26 @@ def test_whether_a_file_sets_up_distributed_training_follows_its_content(tmp_pat
     assert check() == check("--no-cache") == []
     train.write_text("import torch.distributed as dist  # no set-up now\nfrom model import Net\n\nnet = Net()\n")
     assert check("model.py") == check("--no-cache", "model.py") == [("model.py", "PFL101", 7)]
+
+
+def test_a_kept_set_up_answer_the_cache_holds_otherwise_is_worked_out_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `:sets-up` row of another shape (a cache edited or written by hand) is no answer: no traceback, and the same
+    findings as a cold run."""
+    from pitfall_lint.project.store import SETS_UP, content_key
+
+    (tmp_path / "pyproject.toml").write_text("")
+    train = tmp_path / "train.py"
+    train.write_text("import torch.distributed as dist  # no ddp set-up here\nfrom model import Net\n\nnet = Net()\n")
+    (tmp_path / "model.py").write_text(
+        "import torch\n\n\nclass Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.forward = self.other\n\n    def other(self, x):\n        return x\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    assert check() == [("model.py", "PFL101", 7)]
+    key = content_key(train.read_bytes()) + SETS_UP
+    (shard,) = [p for p in (tmp_path / FOLDER).glob(f"summaries-*-{key[:2]}.json") if key in json.loads(p.read_text())]
+    rows = json.loads(shard.read_text())
+    rows[key] = ["yes"]
+    shard.write_text(json.dumps(rows))
+    (tmp_path / "model.py").write_text((tmp_path / "model.py").read_text() + "# edited\n")
+    assert check("model.py") == check("--no-cache", "model.py") == [("model.py", "PFL101", 7)]

@@ -13,3 +13,8 @@ WRAPPER_CALL_OR_ALIAS = re.compile(rb"DataParallel[\s\\]*(?:\(|as\b)")  # DataPa
 def may_call_a_wrapper(data: bytes) -> bool:
     """Whether the file can call DataParallel or DistributedDataParallel; most files that name them do not."""
     return b"DataParallel" in data and WRAPPER_CALL_OR_ALIAS.search(data) is not None  # the cheap look first
+
+
+def may_call_ddp(data: bytes) -> bool:
+    """Whether the file can call DistributedDataParallel."""
+    return b"DistributedDataParallel" in data and DDP_CALL_OR_ALIAS.search(data) is not None  # the cheap look first

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Literal
 from pitfall_lint.analysis.distributed import SPAWNERS, may_set_up_distributed, sets_up_distributed
 from pitfall_lint.analysis.evidence import WRAPPED_ITSELF, WRAPPED_UNKNOWN, Evidence, WrapperKind
 from pitfall_lint.analysis.scopes import definition_name
-from pitfall_lint.analysis.wrap_calls import DDP_CALL_OR_ALIAS, WRAPPER_CALL_OR_ALIAS
+from pitfall_lint.analysis.wrap_calls import WRAPPER_CALL_OR_ALIAS, may_call_ddp
 from pitfall_lint.hashing import blake2b
 from pitfall_lint.project.dependencies import declared_floor, manifests, read_manifest
 from pitfall_lint.project.layout import Layout
@@ -73,14 +73,10 @@ def may_wrap_in_data_parallel(data: bytes) -> bool:
     return b"Trainer(" in data and b"transformers" in data
 
 
-def _may_wrap_in_ddp(data: bytes) -> bool:
-    return b"DistributedDataParallel" in data and DDP_CALL_OR_ALIAS.search(data) is not None  # the cheap look first
-
-
 # What the model asks of every file's bytes, kept in each file's stamp: a file whose stamp holds is not read for them.
 _BYTE_FACTS: dict[str, Callable[[bytes], bool]] = {
     "may-wrap-in-data-parallel": may_wrap_in_data_parallel,
-    "may-wrap-in-ddp": _may_wrap_in_ddp,
+    "may-wrap-in-ddp": may_call_ddp,
     "may-set-up-distributed": may_set_up_distributed,
 }
 _FACT_NAMES = list(_BYTE_FACTS)
@@ -864,8 +860,8 @@ class ProjectModel:
         summaries' code) for this one fact of each, a tenth of the run."""
         key = self._key(path)
         kept = self._store.get(key + SETS_UP) if key is not None else None
-        if kept is not None:
-            return bool(kept[0])
+        if kept in ([True], [False]):  # anything else is a cache written otherwise: worked out again
+            return kept[0]  # type: ignore[index,no-any-return]
         if self._wanted is not None and not self.has_summary(path):
             # While the summaries to compute on every core are gathered: a guess, kept for no answer. Each candidate
             # taken as unknown had every file that may set up distributed training summarised (diffusers: hundreds),
