@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from marks import REPO, expected, expected_at_runtime
+from verify_outcome import assert_finished
 
 pytest.importorskip("torch", reason="verify needs torch (the [verify] extra); CI installs torch==2.13.0")
 
@@ -121,14 +122,7 @@ FIXED = [*((b[0], b[1]) for b in BAD), ("PFL305", "rank-vs-local-rank")]
 def test_fixed_fixture_runs_clean(code: str, name: str) -> None:
     returncode, report, stderr = verify(fixture(code, name, "fixed"), *selecting(code))
     assert (returncode, report["findings"], report["unexplained"]) == (0, [], []), stderr
-    if report["outcome"].startswith("failed"):
-        # gloo's threads can kill a rank in the interpreter's teardown, after every line ran (seen once in CI on
-        # PFL205's fixed fixture): the launcher exits 1, and verify says why without counting it as a failure.
-        teardown = [n for n in report["notes"] if "after its script had ended, in the interpreter's teardown" in n]
-        assert (report["outcome"], report["stop"], bool(teardown)) == (
-            "failed (exit code 1); no process left behind", None, True), report["notes"]
-    else:
-        assert report["outcome"] == "finished without a failure; no process left behind", report["notes"]
+    assert_finished(report)
 
 
 def _cuda_devices() -> int:
@@ -189,14 +183,7 @@ def test_pfl301_dataloader_workers_at_import_fail_under_spawn_and_under_forkserv
 def test_pfl301_guarded_dataloader_twin_runs_clean() -> None:
     returncode, report, stderr = verify(fixture("PFL301", "missing-main-guard", "fixed_dataloader"))
     assert (returncode, report["findings"], report["unexplained"]) == (0, [], []), stderr
-    if report["outcome"].startswith("failed"):
-        # gloo's threads can kill a rank in the interpreter's teardown, after every line ran (seen once in CI on
-        # PFL205's fixed fixture): the launcher exits 1, and verify says why without counting it as a failure.
-        teardown = [n for n in report["notes"] if "after its script had ended, in the interpreter's teardown" in n]
-        assert (report["outcome"], report["stop"], bool(teardown)) == (
-            "failed (exit code 1); no process left behind", None, True), report["notes"]
-    else:
-        assert report["outcome"] == "finished without a failure; no process left behind", report["notes"]
+    assert_finished(report)
 
 
 @pytest.mark.parametrize(("kind", "status", "batches"), [("bad_dataloader", 1, 0), ("fixed_dataloader", 0, 8)])
@@ -414,14 +401,7 @@ def test_verify_no_longer_confirms_what_fix_rewrote(tmp_path: Path, code: str) -
     assert (fixing.returncode, fixing.stderr) == (0, "Fixed 1 finding in 1 file.\n")
     returncode, report, stderr = verify(copy / "bad.py", *selecting(code), cwd=copy)
     assert (returncode, report["findings"], report["unexplained"]) == (0, [], []), stderr
-    if report["outcome"].startswith("failed"):
-        # gloo's threads can kill a rank in the interpreter's teardown, after every line ran (seen once in CI on
-        # PFL205's fixed fixture): the launcher exits 1, and verify says why without counting it as a failure.
-        teardown = [n for n in report["notes"] if "after its script had ended, in the interpreter's teardown" in n]
-        assert (report["outcome"], report["stop"], bool(teardown)) == (
-            "failed (exit code 1); no process left behind", None, True), report["notes"]
-    else:
-        assert report["outcome"] == "finished without a failure; no process left behind", report["notes"]
+    assert_finished(report)
 
 
 def confirmed_evidence(report: dict[str, Any], line: int) -> dict[str, Any]:
@@ -460,7 +440,7 @@ def test_pfl105_a_python_number_fails_the_gather() -> None:
 def test_pfl105_a_string_silently_becomes_a_map_object() -> None:
     returncode, report, _ = verify(CASES / "dp_string_output.py")
     assert (returncode, verdicts(report)) == (1, {("PFL105", 13, "confirmed")})
-    assert report["outcome"] == "finished without a failure; no process left behind"
+    assert_finished(report)
     mechanism = confirmed_evidence(report, 13)["mechanism"]
     assert mechanism.startswith(
         "each of the 2 replicas returned a string as output['tag']; the gather returned the text '<map object at 0x"

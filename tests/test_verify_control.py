@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from test_verify import verdicts
 from test_verify_realistic import project, run_verify, snapshot
+from verify_outcome import assert_finished
 
 from pitfall_lint.harness.planning import Plan
 from pitfall_lint.harness.reasons import Stop
@@ -145,7 +146,7 @@ def test_a_function_stored_on_the_module_fails_only_under_data_parallel(tmp_path
     # The fixed twin: the MLP's forward a method, each replica runs its own modules.
     returncode, report, stderr = run_verify(folder / "model_fixed.py", cwd=folder)
     assert (returncode, report["findings"], report["unexplained"], report["stop"]) == (0, [], [], None), stderr
-    assert report["outcome"] == "finished without a failure; no process left behind"
+    assert_finished(report)
 
 
 def test_the_text_report_names_a_parallel_failure_as_such() -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from test_verify_realistic import project, run_verify
+from verify_outcome import assert_finished
 
 _SCRIPT_MODE = "script: the script, with nn.DataParallel 2-way; 2 virtual CUDA devices on the CPU (no real GPU visible)"
 
@@ -89,7 +90,7 @@ def test_a_model_wrapped_and_never_called_is_confirmed_by_a_direct_run(tmp_path:
     folder = project(tmp_path, "model_report")
     returncode, report, stderr = run_verify(folder / "train.py", cwd=folder)
     assert (returncode, report["unexplained"], report["stop"], report["mode"]) == (1, [], None, _SCRIPT_MODE), stderr
-    assert report["outcome"] == "finished without a failure; no process left behind"
+    assert_finished(report)
     (finding,) = report["findings"]
     assert (finding["code"], finding["path"], finding["line"], finding["status"]) == ("PFL101", "train.py", 15, "confirmed")
     assert finding["mode"] == ("a direct run after the script: 2-way DataParallel around GaussianSmoother(8, width=32) as "

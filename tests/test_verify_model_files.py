@@ -11,6 +11,7 @@ import pytest
 
 from test_verify import verdicts
 from test_verify_realistic import _works, project, run_verify, snapshot
+from verify_outcome import assert_finished
 
 pytest.importorskip("torch", reason="verify needs torch (the [verify] extra); CI installs torch==2.13.0")
 
@@ -226,7 +227,7 @@ def test_a_model_whose_forward_calls_collectives_runs_in_ranks_under_ddp(tmp_pat
         "DistributedDataParallel")
     assert report["mode"].startswith(
         "model: 2 ranks under torch.distributed.run, each running the file's module in DistributedDataParallel; ")
-    assert report["outcome"] == "finished without a failure; no process left behind"
+    assert_finished(report)
     assert ("verify built MoCo(encoders.convnet_tiny, 16, 64, 0.999, 0.07, False) as called at main_moco.py:37 with the "
             "argparse defaults arch='convnet_tiny', moco_dim=16, moco_k=64, moco_m=0.999, moco_t=0.07 (mlp=False for "
             "args.mlp: its default) and fed it inputs of shape [8, 3, 28, 28], [8, 3, 28, 28], made for its first layer "

@@ -17,6 +17,7 @@ import pytest
 
 from marks import REPO
 from test_verify import verdicts
+from verify_outcome import assert_finished
 
 pytest.importorskip("torch", reason="verify needs torch (the [verify] extra); CI installs torch==2.13.0")
 
@@ -83,7 +84,7 @@ def test_ddp_template_confirms_the_unguarded_save_on_virtual_devices(tmp_path: P
     # The log files and the data folder were written inside the enclosure, listed, and kept out of the tree.
     assert report["written"] == [str(folder / "results" / "train_rank0.log"), str(folder / "results" / "train_rank1.log")]
     assert snapshot(folder) == before
-    assert report["outcome"] == "finished without a failure; no process left behind"
+    assert_finished(report)
 
 
 def test_ddp_template_fixed_twin_runs_clean(tmp_path: Path) -> None:
@@ -341,7 +342,7 @@ def test_a_script_reading_its_clusters_variables_is_told_the_documented_torchrun
     assert (returncode, report["stop"], report["findings"]) == (2, expected, []), stderr
     returncode, report, stderr = run_verify(folder / "train.py", "--", "--torchrun", cwd=folder)
     assert (returncode, report["stop"], report["unexplained"]) == (0, None, []), stderr
-    assert report["outcome"] == "finished without a failure; no process left behind"
+    assert_finished(report)
 
 
 # --- launches that are not N plain ranks -----------------------------------------------------------------------------
