@@ -352,6 +352,36 @@ def test_what_the_whole_project_asks_first_is_summarised_on_the_workers(tmp_path
     assert in_parent == ["broken.py"]
 
 
+def test_a_pass_for_the_summaries_wanted_keeps_the_answers_that_rest_on_no_guess(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each pass that gathers the summaries to compute next takes the missing ones as None; the answers that rest on
+    such a guess are forgotten, the others serve the next pass and prepare_shared, and every answer is the one worked
+    out from scratch."""
+    write(tmp_path, EXPORT_CHAIN)
+    files = sorted(str(path) for path in tmp_path.rglob("*.py"))
+    computed: list[str] = []
+    compute_reach = ProjectModel._compute_reach
+
+    def noted(self: ProjectModel, kind: str) -> object:
+        computed.append(kind)
+        return compute_reach(self, kind)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ProjectModel, "_compute_reach", noted)
+    model, passes = ProjectModel(str(tmp_path), files), []
+    while wanted := model.summaries_wanted():
+        passes.append([os.path.relpath(path, tmp_path) for path in wanted])
+        for path in wanted:
+            model.summary(path)
+    assert passes == [["evaluate.py", "mylib/__init__.py", "train.py"], ["mylib/nets.py"], ["mylib/base.py"], ["mylib/blocks.py"]]
+    computed.clear()
+    model.prepare_shared()
+    assert computed == []  # the last pass met no missing summary: its answers hold
+    fresh = ProjectModel(str(tmp_path), files)
+    fresh.prepare_shared()
+    for kind in ("DataParallel", "DistributedDataParallel"):
+        assert model._reach(kind) == fresh._reach(kind)  # type: ignore[arg-type]
+    assert model._export_reach() == fresh._export_reach() != {}
+
+
 def test_the_projects_of_a_monorepo_share_one_pool_for_their_summaries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two libraries side by side in one run: their summaries are computed in one pool, rounds of both at once, and
     their files checked in another."""

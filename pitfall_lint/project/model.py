@@ -158,6 +158,8 @@ class ProjectModel:
         self._started = time.time_ns()
         # While the summaries prepare_shared reads are gathered: those it would compute here, each taken as None.
         self._wanted: set[str] | None = None
+        self._guesses = 0  # how many times such a pass took a summary as None, or read an answer that rests on one
+        self._guessed: set[tuple] = set()  # the memo's keys whose answers rest on a guess of this pass
 
     def __getstate__(self) -> dict[str, object]:
         """For workers started with `spawn`: the files and settings; facts are worked out again there."""
@@ -309,7 +311,8 @@ class ProjectModel:
                 summary = None
         if summary is None and self._wanted is not None:
             self._wanted.add(path)
-            return None  # kept for no answer: every one of this pass is forgotten
+            self._guesses += 1  # every answer that rests on it is forgotten after the pass
+            return None
         if summary is None:
             data = self._content(path)
             assert data is not None
@@ -418,7 +421,12 @@ class ProjectModel:
 
     def _memoised(self, key: tuple, compute: Callable[[], object]) -> object:
         if key not in self._memo:
+            guesses = self._guesses
             self._memo[key] = compute()
+            if self._guesses != guesses:
+                self._guessed.add(key)
+        elif key in self._guessed:
+            self._guesses += 1  # the answer read rests on a guess: so does the one that reads it
         return self._memo[key]
 
     def display(self, path: str) -> str:
@@ -756,15 +764,19 @@ class ProjectModel:
 
     def summaries_wanted(self) -> list[str]:
         """The files whose summaries prepare_shared would compute here, as far as the summaries at hand lead: found
-        by answering with each of them taken as None, every answer then forgotten. Summarised on every core, they
-        let the next pass reach further; none left, prepare_shared computes nothing."""
-        memo, scans = dict(self._memo), self._scans
+        by answering with each of them taken as None, the answers that rest on such a guess then forgotten (the others
+        hold, and serve the next pass: Lightning's ten passes each worked out every answer again, while the workers
+        waited). Summarised on every core, they let the next pass reach further; none left, prepare_shared computes
+        nothing."""
+        scans = self._scans
         self._wanted = set()
         try:
             self.prepare_shared()
         finally:
             wanted, self._wanted = self._wanted, None
-            self._memo, self._scans = memo, scans
+            for key in self._guessed:
+                del self._memo[key]
+            self._guessed, self._scans = set(), scans
         return sorted(wanted)
 
     def _reach(self, kind: WrapperKind) -> _Reach:
@@ -866,6 +878,7 @@ class ProjectModel:
             # While the summaries to compute on every core are gathered: a guess, kept for no answer. Each candidate
             # taken as unknown had every file that may set up distributed training summarised (diffusers: hundreds),
             # where the answer reads them only until the first that does.
+            self._guesses += 1
             return True
         # The file being checked is parsed for its check anyway: the walk for its set-ups is all it costs more.
         if self.has_summary(path) or (self._store.keeps and path != self._checked):
