@@ -266,16 +266,20 @@ def test_one_changed_file_writes_the_shard_of_its_summary_alone(tmp_path: Path, 
     assert [name.rpartition("-")[2] for name in written if name.startswith("summaries-")] == [f"{shard}.json"]
 
 
+# A module whose forward is bound when it is built: PFL101 at line 7, where the project may wrap it in DataParallel.
+BOUND_NET = (
+    "import torch\n\n\nclass Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+    "        self.forward = self.other\n\n    def other(self, x):\n        return x\n"
+)
+
+
 def test_whether_a_file_sets_up_distributed_training_follows_its_content(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The answer is kept by content: once train.py no longer sets up DDP, the project may wrap Net in DataParallel,
     and the bound forward is reported, on a warm cache as on a cold run."""
     (tmp_path / "pyproject.toml").write_text("")
     train = tmp_path / "train.py"
     train.write_text("import torch.distributed as dist\nfrom model import Net\n\ndist.init_process_group('gloo')\nnet = Net()\n")
-    (tmp_path / "model.py").write_text(
-        "import torch\n\n\nclass Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-        "        self.forward = self.other\n\n    def other(self, x):\n        return x\n"
-    )
+    (tmp_path / "model.py").write_text(BOUND_NET)
     monkeypatch.chdir(tmp_path)
     assert check() == check("--no-cache") == []
     train.write_text("import torch.distributed as dist  # no set-up now\nfrom model import Net\n\nnet = Net()\n")
@@ -290,10 +294,7 @@ def test_a_kept_set_up_answer_the_cache_holds_otherwise_is_worked_out_again(tmp_
     (tmp_path / "pyproject.toml").write_text("")
     train = tmp_path / "train.py"
     train.write_text("import torch.distributed as dist  # no ddp set-up here\nfrom model import Net\n\nnet = Net()\n")
-    (tmp_path / "model.py").write_text(
-        "import torch\n\n\nclass Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-        "        self.forward = self.other\n\n    def other(self, x):\n        return x\n"
-    )
+    (tmp_path / "model.py").write_text(BOUND_NET)
     monkeypatch.chdir(tmp_path)
     assert check() == [("model.py", "PFL101", 7)]
     key = content_key(train.read_bytes()) + SETS_UP
