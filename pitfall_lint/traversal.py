@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable
 
 from pitfall_lint.context import FileContext
@@ -11,12 +12,32 @@ Handler = Callable[[ast.AST], None]
 
 # Fields that never hold a node a rule could want: expression contexts and operators.
 _SKIPPED_FIELDS = frozenset({"ctx", "op", "ops"})
-_CHILD_FIELDS: dict[type[ast.AST], tuple[str, ...]] = {}
+# What a field holds, from its type in Python's grammar: `expr* args` a list, `expr? returns` a node or None,
+# `identifier name` no node at all; a field the grammar's text does not name is looked at value by value.
+_LIST, _NODE, _ANY = 1, 2, 3
+_NOT_NODES = frozenset({"identifier", "string", "int", "constant"})
+_SIGNATURE = re.compile(r"\w+\((.*)\)")
+_CHILD_FIELDS: dict[type[ast.AST], tuple[tuple[str, int], ...]] = {}
 _LEAF_TYPES = frozenset({ast.Name, ast.Constant})
 
 
-def _child_fields(node_type: type[ast.AST]) -> tuple[str, ...]:
-    return tuple(reversed([f for f in node_type._fields if f not in _SKIPPED_FIELDS]))
+def _declared_kinds(node_type: type[ast.AST]) -> dict[str, int | None]:
+    """The fields' kinds (None: no node) as the signature `ast` documents each class with declares them:
+    `Call(expr func, expr* args, keyword* keywords)`."""
+    match = _SIGNATURE.fullmatch((node_type.__doc__ or "").partition("\n")[0].strip())
+    kinds: dict[str, int | None] = {}
+    for declared in match.group(1).split(",") if match and match.group(1) else ():
+        spelled, _, name = declared.strip().rpartition(" ")
+        kinds[name] = None if spelled.rstrip("*?") in _NOT_NODES else _LIST if spelled.endswith("*") else _NODE
+    return kinds
+
+
+def _child_fields(node_type: type[ast.AST]) -> tuple[tuple[str, int], ...]:
+    """The fields that may hold a node a rule could want, each with its kind, last first: names, strings and numbers
+    are never looked at (a sixth of a walk went to them)."""
+    declared = _declared_kinds(node_type)
+    kinds = [(name, declared.get(name, _ANY)) for name in node_type._fields if name not in _SKIPPED_FIELDS]
+    return tuple(reversed([(name, kind) for name, kind in kinds if kind is not None]))
 
 
 def traverse(ctx: FileContext, dispatch: dict[type[ast.AST], list[Handler]]) -> None:
@@ -46,15 +67,24 @@ def traverse(ctx: FileContext, dispatch: dict[type[ast.AST], list[Handler]]) -> 
             fields = fields_of[node_type] = _child_fields(node_type)
         depth += 1
         # Children are pushed last-first so that they pop in source order.
-        for name in fields:
+        for name, kind in fields:
             value = getattr(node, name, None)
-            if type(value) is list:
-                for item in reversed(value):
-                    if isinstance(item, ast.AST) and type(item) not in leaves:
+            if kind == _LIST:
+                for item in reversed(value or ()):
+                    if item is not None and type(item) not in leaves:  # None: `**kw` among a dict's keys
                         stack.append((item, depth))
-            elif isinstance(value, ast.AST) and type(value) not in leaves:
-                stack.append((value, depth))
+            elif kind == _NODE:
+                if value is not None and type(value) not in leaves:
+                    stack.append((value, depth))
+            else:
+                stack.extend((child, depth) for child in reversed(_nodes_in(value)) if type(child) not in leaves)
     del ancestors[:]
+
+
+def _nodes_in(value: object) -> list[ast.AST]:
+    """The nodes a field of a kind the grammar's text does not tell holds."""
+    items = value if type(value) is list else [value]
+    return [item for item in items if isinstance(item, ast.AST)]
 
 
 def parent_map(tree: ast.AST) -> dict[int, ast.AST]:
@@ -70,18 +100,14 @@ def parent_map(tree: ast.AST) -> dict[int, ast.AST]:
         fields = fields_of.get(node_type)
         if fields is None:
             fields = fields_of[node_type] = _child_fields(node_type)
-        for name in fields:
+        for name, kind in fields:
             value = getattr(node, name, None)
-            if type(value) is list:
-                for item in value:
-                    if isinstance(item, ast.AST):
-                        parents[id(item)] = node
-                        if type(item) not in leaves:
-                            todo.append(item)
-            elif isinstance(value, ast.AST):
-                parents[id(value)] = node
-                if type(value) not in leaves:
-                    todo.append(value)
+            children = (value or ()) if kind == _LIST else (value,) if kind == _NODE else _nodes_in(value)
+            for child in children:
+                if child is not None:
+                    parents[id(child)] = node
+                    if type(child) not in leaves:
+                        todo.append(child)
     return parents
 
 
@@ -101,12 +127,15 @@ def nodes_of(tree: ast.AST, node_types: tuple[type[ast.AST], ...]) -> list[ast.A
         fields = fields_of.get(node_type)
         if fields is None:
             fields = fields_of[node_type] = _child_fields(node_type)
-        for name in fields:
+        for name, kind in fields:
             value = getattr(node, name, None)
-            if type(value) is list:
-                for item in reversed(value):
-                    if isinstance(item, ast.AST) and type(item) not in leaves:
+            if kind == _LIST:
+                for item in reversed(value or ()):
+                    if item is not None and type(item) not in leaves:
                         stack.append(item)
-            elif isinstance(value, ast.AST) and type(value) not in leaves:
-                stack.append(value)
+            elif kind == _NODE:
+                if value is not None and type(value) not in leaves:
+                    stack.append(value)
+            else:
+                stack.extend(child for child in reversed(_nodes_in(value)) if type(child) not in leaves)
     return found
