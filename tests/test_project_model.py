@@ -274,7 +274,19 @@ LIBRARY_EXPORTS: dict[str, dict[str, str]] = {
         "        return pad_packed_sequence(self.rnn(packed)[0])[0]  # expect: PFL102\n",
         "train.py": DDP_TRAIN,
     },
+    "a-model-built-by-a-class-whose-base-the-source-cannot-tell": {
+        "pyproject.toml": PACKAGED, "mylib/__init__.py": "from .hub import Hub\n",
+        "mylib/hub.py": "from otherlib import Base\nfrom .fast import FastNet\nclass Hub(Base):\n    def __init__(self):\n"
+        "        self.model = FastNet()\n",
+        "mylib/fast.py": FAST_NET.format(mark=FOUND), "train.py": DDP_TRAIN,
+    },
     # Not offered to users as a model.
+    "a-model-built-by-a-trainer-that-is-no-module": {
+        "pyproject.toml": PACKAGED, "mylib/__init__.py": "from .trainer import Trainer\n",
+        "mylib/trainer.py": "from abc import ABC\nfrom .fast import FastNet\nclass Loop(ABC):\n    pass\nclass Trainer(Loop):\n"
+        "    def __init__(self):\n        self.model = FastNet()\n",
+        "mylib/fast.py": FAST_NET.format(mark=QUIET), "train.py": DDP_TRAIN,
+    },
     "a-repository-that-is-not-packaged": {
         "mylib/__init__.py": "from .fast import FastNet\n", "mylib/fast.py": FAST_NET.format(mark=QUIET), "train.py": DDP_TRAIN,
     },
@@ -305,7 +317,8 @@ LIBRARY_EXPORTS: dict[str, dict[str, str]] = {
 
 def test_a_library_that_trains_with_ddp_offers_its_models_to_data_parallel(tmp_path: Path) -> None:
     """Each project its own folder: the models a packaged library offers by name are reached, with their submodules;
-    what it does not offer, or offers only deep inside, or what holds no parameters of its own, is not."""
+    what it does not offer, or offers only deep inside, or what holds no parameters of its own, or what a class that
+    cannot be a module builds (nn.DataParallel takes modules alone), is not."""
     for name, files in LIBRARY_EXPORTS.items():
         assert_project(tmp_path / name, files)
 

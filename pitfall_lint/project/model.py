@@ -123,6 +123,15 @@ class _Reach:
             (self.everything if cls is None else self.classes.setdefault(cls, [])).append(evidence)
 
 
+# Python's own classes that are never an nn.Module, as bases spell them once resolved.
+_PLAIN_PYTHON_CLASSES = frozenset({"object", "Exception", "dict", "list", "tuple", "str", "int", "float"})
+_PLAIN_PYTHON_MODULES = ("abc.", "typing.", "enum.", "dataclasses.", "collections.", "contextlib.", "threading.")
+
+
+def _is_plain_python_class(name: str) -> bool:
+    return name in _PLAIN_PYTHON_CLASSES or name.startswith(_PLAIN_PYTHON_MODULES)
+
+
 class ProjectModel:
     """The files of one project; rules reach it through FileContext.project (a ProjectView)."""
 
@@ -533,6 +542,23 @@ class ProjectModel:
 
         return self._memoised(("module-class", path, name), compute)  # type: ignore[return-value]
 
+    def _may_be_module(self, path: str, name: str) -> bool:
+        """False only for a class that cannot be an nn.Module: every base of it and of its project bases is a class
+        of the project or a plain one of Python's (`object`, `abc.ABC`); a base the source cannot tell may be one."""
+
+        def compute() -> bool:
+            for class_path, class_name in self._class_ancestors(path, name):
+                facts = self._class_facts(class_path, class_name)
+                if facts is None:
+                    return True
+                for base in facts.bases:
+                    symbol = self.resolve(class_path, base)
+                    if symbol[0] != "class" and not (symbol[0] == "external" and _is_plain_python_class(symbol[1])):
+                        return True
+            return False
+
+        return self._memoised(("may-be-module", path, name), compute)  # type: ignore[return-value]
+
     def derives_from(self, path: str, ref: str, base: str) -> bool:
         """Whether the project class that `ref` (spelled in `path`) names has `base`, a class from outside the
         project, as a base, itself or through its project bases (`class Engine(Accelerator)`)."""
@@ -743,8 +769,9 @@ class ProjectModel:
                 return found
             for package in self._public_packages():
                 for cls, line in self._export_sites(package):
-                    # A model to wrap holds parameters it builds: not a loss, nor a searcher over modules it is given.
-                    if cls in found or not self._class_holds_parameters(cls, frozenset()):
+                    # A model to wrap is a module that holds parameters it builds: not a loss, nor a searcher over
+                    # modules it is given, nor a trainer (nn.DataParallel takes modules alone).
+                    if cls in found or not self._may_be_module(*cls) or not self._class_holds_parameters(cls, frozenset()):
                         continue
                     evidence = [self.display(package), line, EXPORTED, False, WRAPPED_UNKNOWN, []]
                     for reached in self._reached_from(cls):
