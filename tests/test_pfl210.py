@@ -31,6 +31,20 @@ CASES = {
             ddp.module.double()  # expect: PFL210
             return ddp
     """,
+    "a-cast-sharing-the-line-of-the-wrap-in-a-script": """
+        net = nn.Linear(2, 2)
+        ddp = DDP(net); net.half()  # expect: PFL210
+        for step in range(2):
+            ddp(torch.ones(1, 2)).sum().backward()
+    """,
+    "a-move-once-a-script-has-trained": """
+        net = nn.Linear(2, 2)
+        ddp = DDP(net)
+        for step in range(2):
+            ddp(torch.ones(1, 2)).sum().backward()
+        net.cpu(); print(net.weight.sum())
+        print("done")
+    """,
     "cast-chained-on-the-wrap": """
         def setup(net):
             model = DDP(net).to(dtype=torch.float16)  # expect: PFL210

@@ -357,6 +357,22 @@ CASES = {
                 for batch in train_loader:
                     pass
     """,
+    "sampler-chosen-in-an-if-else-whose-else-holds-another": """
+        def prepare(args):
+            if args.distributed:
+                sampler = DistributedSampler(dataset)  # expect: PFL402
+            else:
+                if args.fast:
+                    workers = 1
+                else:
+                    workers = 2
+                sampler = None
+            return DataLoader(dataset, sampler=sampler)
+        loader = prepare(args)
+        for epoch in range(10):
+            for batch in loader:
+                pass
+    """,
     "sampler-chosen-in-an-if-elif-chain": """
         def make(args):
             if args.weighted:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import itertools
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -284,11 +285,15 @@ def _name_bindings(ctx: FileContext, scope: ast.AST) -> _NameBindings:
     for found in positions.values():
         found[:] = sorted(set(found))
     own = {id(n) for n in walk_same_scope(getattr(scope, "body", [])) if isinstance(n, ast.Name)}
-    else_spans = [
+    else_spans = sorted(
         (_start(n.orelse[0]), _end(n.orelse[-1]))
         for n in walk_same_scope(getattr(scope, "body", []))
         if isinstance(n, ast.If) and n.orelse
-    ]
+    )
+    # Whether a position is in some `else`: the furthest end of the spans that start at or before it reaches it (each
+    # load looked through every span of a script of thousands of `if`s).
+    else_starts = [start for start, _ in else_spans]
+    else_reach = list(itertools.accumulate((end for _, end in else_spans), max))
     loads: dict[str, dict[Position, list[ast.Name]]] = {}
     every_load: dict[str, list[ast.Name]] = {}
     for node in ast.walk(scope):
@@ -301,7 +306,8 @@ def _name_bindings(ctx: FileContext, scope: ast.AST) -> _NameBindings:
             at_index = bisect.bisect_left(bound, _start(node)) if id(node) in own else len(bound)
             if at_index:
                 last = bound[at_index - 1]
-                in_else = any(start <= last <= end for start, end in else_spans)  # the cheap look first
+                spans_before = bisect.bisect_right(else_starts, last)
+                in_else = spans_before > 0 and else_reach[spans_before - 1] >= last  # the cheap look first
                 for position in _reaching(ctx, node, last, bound, bound_by) if in_else else [last]:
                     loads.setdefault(node.id, {}).setdefault(position, []).append(node)
     found_bindings = _NameBindings(at, loads, every_load)

@@ -543,16 +543,20 @@ def _settled_before(chain: Sequence[ast.AST], ignoring: ast.expr | None = None) 
             if place is None:
                 continue
             block = getattr(parent, field_name)
+            # The statements that settle a test, with their tests, once per block: a script of thousands of `if`s
+            # read (and printed with ast.dump) every one before each use.
             settling = _indexed(
                 parent,
                 ("settling", field_name),
-                lambda block=block: [(i, s) for i, s in enumerate(block) if isinstance(s, (ast.Assert, ast.If))],
+                lambda block=block: [
+                    (i, s, tests) for i, s in enumerate(block) if isinstance(s, (ast.Assert, ast.If)) and (tests := _settled_tests(s))
+                ],
             )
-            for index, statement in settling:
+            for index, statement, tests in settling:
                 if index >= place:
                     break
                 if statement.test is not ignoring:  # type: ignore[attr-defined]
-                    found.update(_settled_tests(statement))
+                    found.update(tests)
     return found
 
 

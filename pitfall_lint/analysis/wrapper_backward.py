@@ -10,6 +10,7 @@ parameters can make DDP wait or drift. Rules ask this of a wrap (`takes_part_in_
 from __future__ import annotations
 
 import ast
+import bisect
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -170,7 +171,8 @@ def _path_to(ctx: FileContext, chain: list[ast.AST], target: ast.stmt) -> list[_
     statement on the way."""
 
     def search(block: list[ast.stmt], no_grad: bool, loop: ast.AST | None) -> list[_Place] | None:
-        for index, statement in enumerate(block):
+        for index in _around_line(ctx, block, target.lineno):
+            statement = block[index]
             if statement is target:
                 return [(block, index, no_grad, loop)]
             if isinstance(statement, _DEFINITIONS) or not statement.lineno <= target.lineno <= (statement.end_lineno or 0):
@@ -186,26 +188,62 @@ def _path_to(ctx: FileContext, chain: list[ast.AST], target: ast.stmt) -> list[_
     return search(getattr(chain[-1], "body", []), runs_without_grad(ctx, chain), None)
 
 
-def _events(ctx: FileContext, binding: WrapBinding, chain: list[ast.AST]) -> list[_Event]:
+def _around_line(ctx: FileContext, block: list[ast.stmt], line: int) -> range:
+    """The positions in the block of the statements that may hold a statement starting at `line`, found by bisection:
+    a module-level script of thousands of statements was read from its start for each question."""
+    key = ("block-lines", id(block))
+    starts: list[int] | None = ctx.memo.get(key)  # type: ignore[assignment]
+    if starts is None:
+        starts = ctx.memo[key] = [statement.lineno for statement in block]
+    last = bisect.bisect_right(starts, line) - 1
+    first = last
+    while first > 0 and (block[first - 1].end_lineno or 0) >= line:  # statements sharing the line (`a = 1; b = 2`)
+        first -= 1
+    return range(first, last + 1) if last >= 0 else range(0)
+
+
+class _Unfolding:
+    """Events worked out only as far as they are read, the readers sharing what is known: a question is mostly
+    answered by the first use of the wrapper after the wrap, and a script's thousands of statements after it were
+    read in full for each wrap."""
+
+    def __init__(self, events: Iterator[_Event]) -> None:
+        self._events = events
+        self._known: list[_Event] = []
+
+    def __iter__(self) -> Iterator[_Event]:
+        index = 0
+        while True:
+            if index == len(self._known):
+                event = next(self._events, None)
+                if event is None:
+                    return
+                self._known.append(event)
+            yield self._known[index]
+            index += 1
+
+
+def _events(ctx: FileContext, binding: WrapBinding, chain: list[ast.AST]) -> _Unfolding:
     """What the scope does with the wrapper after wrapping it, in source order (`chain`: the scope and its
     ancestors): the statements after the wrap in its block and in every enclosing block, not those of a sibling
     branch of an `if` it is in."""
     key = ("wrapper-events", id(binding.call))
-    if key in ctx.memo:
-        return ctx.memo[key]  # type: ignore[return-value]
+    if key not in ctx.memo:
+        ctx.memo[key] = _Unfolding(_each_event(ctx, binding, chain))
+    return ctx.memo[key]  # type: ignore[return-value]
+
+
+def _each_event(ctx: FileContext, binding: WrapBinding, chain: list[ast.AST]) -> Iterator[_Event]:
     wrapper = binding.wrapper
-    found: list[_Event] = []
     for block, index, no_grad, _ in reversed(_path_to(ctx, chain, binding.statement) or []):
         for statement, inner_no_grad in _statements(ctx, block[index + 1 :], chain, no_grad):
             line = statement.lineno
             if isinstance(statement, _DEFINITIONS):
                 if wrapper and any(isinstance(n, ast.Name) and n.id == wrapper.partition(".")[0] for n in ast.walk(statement)):
-                    found.append(_Event("escape", line))  # a closure or function that reaches the wrapper
+                    yield _Event("escape", line)  # a closure or function that reaches the wrapper
                 continue
-            found += [_Event("switch", line, switch=s) for s in grad_switches(statement)]
-            found += _uses(ctx, statement, wrapper, chain, inner_no_grad)
-    ctx.memo[key] = found
-    return found
+            yield from (_Event("switch", line, switch=s) for s in grad_switches(statement))
+            yield from _uses(ctx, statement, wrapper, chain, inner_no_grad)
 
 
 def _uses(ctx: FileContext, statement: ast.stmt, wrapper: str | None, chain: list[ast.AST], no_grad: bool) -> list[_Event]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pitfall_lint.analysis.evidence import cite
@@ -64,6 +65,8 @@ class WrappedStateDict(Rule):
         self._lenient_loads: list[tuple[ast.Call, list[ast.AST]]] = []
         self._loads: list[tuple[ast.Call, list[ast.AST]]] = []
         self._loader_calls: list[tuple[ast.Call, list[ast.AST]]] = []  # helpers that may load into a model given
+        # What each load reads and receives, worked out once: every save of a script asked it of every load again.
+        self._worked_out: dict[tuple[int, str], object] = {}
 
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)
@@ -125,18 +128,28 @@ class WrappedStateDict(Rule):
         """A load in this file of the checkpoint `name` into the wrapper that `wrap` built: `<wrapper>.load_state_dict`
         of it, or a loading helper given both (`restart_from_checkpoint(path, state_dict=<wrapper>)`)."""
         for call, ancestors in self._loads:
-            loaded = loaded_checkpoint(self.ctx, call.args[0], ancestors, call.lineno) if call.args else None
-            if loaded is not None and same_checkpoint(loaded, name) and wrapper_receiving(self.ctx, call, ancestors) is wrap:
+            loaded = self._once(call, "loaded", loaded_checkpoint, self.ctx, call.args[0], ancestors, call.lineno) if call.args else None
+            if loaded is None or not same_checkpoint(loaded, name):  # type: ignore[arg-type]
+                continue
+            if self._once(call, "receiver", wrapper_receiving, self.ctx, call, ancestors) is wrap:
                 return True
         for call, ancestors in self._loader_calls:
             given = [*call.args, *(k.value for k in call.keywords)]
             if not any(isinstance(g, ast.Name) and g.id == wrapper for g in given):
                 continue
-            if wrap_of(self.ctx, wrapper, ancestors, call.lineno) is not wrap:
+            if self._once(call, f"wrap of {wrapper}", wrap_of, self.ctx, wrapper, ancestors, call.lineno) is not wrap:
                 continue
-            if any((key := checkpoint_key(self.ctx, g, ancestors)) is not None and same_checkpoint(key, name) for g in given):
+            keys = (self._once(g, "key", checkpoint_key, self.ctx, g, ancestors) for g in given)
+            if any(key is not None and same_checkpoint(key, name) for key in keys):  # type: ignore[arg-type]
                 return True
         return False
+
+    def _once(self, node: ast.AST, what: str, compute: Callable[..., object], *arguments: object) -> object:
+        """`compute(*arguments)`, the fact `what` of the node, worked out once for every save that asks it."""
+        key = (id(node), what)
+        if key not in self._worked_out:
+            self._worked_out[key] = compute(*arguments)
+        return self._worked_out[key]
 
     def _check_load_from_elsewhere(self, call: ast.Call, ancestors: list[ast.AST]) -> None:
         """`model.load_state_dict(torch.load("ckpt.pt"))` into a bare model, of a checkpoint that another file
@@ -178,11 +191,16 @@ class WrappedStateDict(Rule):
         """Whether the loading code handles the prefix itself: a `module.` string (`k.replace("module.", "")`,
         `k.removeprefix("module.")`), a cut of its length (`k[7:]`), or torch's prefix stripper."""
         function = enclosing_function(ancestors)
-        for node in walk_same_scope(function.body if function is not None else self.ctx.tree.body):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and "module." in node.value:
-                return True
-            if isinstance(node, ast.Slice) and isinstance(node.lower, ast.Constant) and node.lower.value == _PREFIX_LENGTH:
-                return True
-            if isinstance(node, ast.Call) and (self.ctx.qualified_name(node.func, ancestors) or "").rpartition(".")[2] in _PREFIX_STRIPPERS:
-                return True
-        return False
+        key = ("strips-module-prefix", id(function))  # once per scope: a script's thousands of loads read it once
+        if key not in self.ctx.memo:
+            self.ctx.memo[key] = any(
+                self._strips_here(node, ancestors) for node in walk_same_scope(function.body if function is not None else self.ctx.tree.body)
+            )
+        return self.ctx.memo[key]  # type: ignore[return-value]
+
+    def _strips_here(self, node: ast.AST, ancestors: list[ast.AST]) -> bool:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and "module." in node.value:
+            return True
+        if isinstance(node, ast.Slice) and isinstance(node.lower, ast.Constant) and node.lower.value == _PREFIX_LENGTH:
+            return True
+        return isinstance(node, ast.Call) and (self.ctx.qualified_name(node.func, ancestors) or "").rpartition(".")[2] in _PREFIX_STRIPPERS
