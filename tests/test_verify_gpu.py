@@ -16,6 +16,7 @@ from test_verify_realistic import project, run_verify
 torch = pytest.importorskip("torch")
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 needs_two_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA devices")
+pytestmark = pytest.mark.real_gpus  # the other tests hide the real devices (tests/conftest.py)
 
 # The fixtures build their modules and inputs on the CPU; on real devices DataParallel wants them on cuda:0.
 _ON_GPU = {"nn.DataParallel(model)(*inputs)": "nn.DataParallel(model.cuda())(*(i.cuda() for i in inputs))"}
