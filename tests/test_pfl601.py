@@ -35,7 +35,7 @@ def shard(model):
     assert finding.line == 15
     assert finding.message == (
         "`embed_tokens` and `lm_head` share a parameter (a tie in this file), but `fully_shard` puts "
-        "`model.embed_tokens` in a group of its own at line 12 and `lm_head` in another (line 15): torch 2.13 raises "
+        "`model.embed_tokens` in a group of its own at line 12 and `lm_head` in another (line 15): torch 2.12 raises "
         "`ValueError: Parameter ... is shared with a parameter already managed by another FSDP group`, and older "
         "releases never update the weight on some ranks; shard both in one call: "
         "`fully_shard([model.embed_tokens, model.lm_head])`"

@@ -98,12 +98,26 @@ BAD = [
      "aten.addmm.default got mixed torch.Tensor and DTensor"),
     ("PFL604", "fsdp1-api-on-fully-shard", {("PFL604", 23, "confirmed")}, "'FSDPSequential' object has no attribute 'no_sync'"),
     ("PFL605", "clip-grad-norm-mixed-dtensor", {("PFL605", 32, "confirmed")},
-     "aten._foreach_norm.Scalar got mixed torch.Tensor and DTensor"),
+     # torch 2.11 writes "aten._foreach_norm.Scalar: got mixed ...", 2.13 "aten._foreach_norm.Scalar got mixed ...".
+     "got mixed torch.Tensor and DTensor, need to convert all torch.Tensor to DTensor"),
 ]
+
+
+def skip_where_torch_predates_the_failure(code: str) -> None:
+    """A probe that waits for a refusal newer than the installed torch cannot confirm its fixture there (its verdict
+    says why: tests/test_verify_probe_versions.py)."""
+    from pitfall_lint.harness.probes import all_probes
+    from pitfall_lint.harness.probes.fsdp import installed_torch
+
+    since, installed = getattr(all_probes().get(code), "refused_since", None), installed_torch()
+    if since is not None and installed is not None and installed < since:
+        pytest.skip(f"torch {installed[0]}.{installed[1]} does not raise what {code}'s probe waits for (torch "
+                    f"{since[0]}.{since[1]} does)")
 
 
 @pytest.mark.parametrize(("code", "name", "expected_verdicts", "evidence"), BAD, ids=[b[0] for b in BAD])
 def test_bad_fixture_is_confirmed_with_the_real_error(code: str, name: str, expected_verdicts: set, evidence: str) -> None:
+    skip_where_torch_predates_the_failure(code)
     path = fixture(code, name, "bad")
     source = path.read_text()
     assert {(c, line) for c, line, _ in expected_verdicts} == expected(source) | expected_at_runtime(source)

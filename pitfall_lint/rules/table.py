@@ -253,7 +253,7 @@ RULES = (
         runtime_only=False,
     ),
     RuleEntry(
-        info=RuleInfo(code='PFL601', name='tied-weights-in-separate-shards', summary='Two modules that share a parameter (`lm_head.weight = embed.weight`) put in different `fully_shard` groups: a ValueError in torch 2.13, a weight that silently never updates before.', severity='error', enabled_by_default=True, preview=True, verifiable=True, hint='shard the modules that share the parameter in one call: `fully_shard([model.embed, model.lm_head])`', fix=None),
+        info=RuleInfo(code='PFL601', name='tied-weights-in-separate-shards', summary='Two modules that share a parameter (`lm_head.weight = embed.weight`) put in different `fully_shard` groups: a ValueError from torch 2.12, a weight that silently never updates before.', severity='error', enabled_by_default=True, preview=True, verifiable=True, hint='shard the modules that share the parameter in one call: `fully_shard([model.embed, model.lm_head])`', fix=None),
         module='pitfall_lint.rules.tied_weights_in_separate_shards',
         class_name='TiedWeightsInSeparateShards',
         triggers=(('fully_shard',),),

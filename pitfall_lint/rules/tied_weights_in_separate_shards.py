@@ -34,7 +34,7 @@ class TiedWeightsInSeparateShards(Rule):
     info = RuleInfo(
         code="PFL601",
         name="tied-weights-in-separate-shards",
-        summary="Two modules that share a parameter (`lm_head.weight = embed.weight`) put in different `fully_shard` groups: a ValueError in torch 2.13, a weight that silently never updates before.",
+        summary="Two modules that share a parameter (`lm_head.weight = embed.weight`) put in different `fully_shard` groups: a ValueError from torch 2.12, a weight that silently never updates before.",
         severity="error",
         preview=True,
         verifiable=True,
@@ -65,7 +65,7 @@ class TiedWeightsInSeparateShards(Rule):
                                 later.call,
                                 f"`{first}` and `{second}` share a parameter (a tie in this file), but `fully_shard` puts "
                                 f"`{target}` in a group of its own at line {site.line} and `{second}` in another (line "
-                                f"{other.line}): torch 2.13 raises `ValueError: Parameter ... is shared with a parameter "
+                                f"{other.line}): torch 2.12 raises `ValueError: Parameter ... is shared with a parameter "
                                 "already managed by another FSDP group`, and older releases never update the weight on "
                                 f"some ranks; shard both in one call: `fully_shard([{both}])`",
                             )

@@ -4,6 +4,7 @@ records with the frames it passed through. gloo runs `fully_shard` on CPU ranks,
 from __future__ import annotations
 
 import re
+from importlib import metadata
 from typing import Any, ClassVar
 
 from pitfall_lint.diagnostic import Diagnostic
@@ -23,6 +24,10 @@ class _Fsdp2Refusal(Probe):
     mechanism: ClassVar[str]
     # Whether the error is raised by the flagged line itself (a frame of the error stands there).
     raised_at_the_line: ClassVar[bool] = True
+    # The first torch that refuses it, where older ones let it run (and go wrong silently): there a clean run tells
+    # nothing, and the verdict says why.
+    refused_since: ClassVar[tuple[int, int] | None] = None
+    silently: ClassVar[str] = ""
 
     def explains(self, finding: Diagnostic, error: dict[str, Any]) -> bool:
         if not self.raised_at_the_line:
@@ -42,8 +47,26 @@ class _Fsdp2Refusal(Probe):
             evidence = Evidence(self.mechanism + where, error.get("type"), last_line(error.get("message")), error.get("user_frame"))
             return Judgement("confirmed", evidence, tuple(matching))
         if run.returncode == 0 and not run.errors:
-            return Judgement("not-reproduced", Evidence("the script ran to the end without FSDP2 refusing it"))
+            return Judgement("not-reproduced", Evidence("the script ran to the end without FSDP2 refusing it" + self._too_old()))
         return None
+
+    def _too_old(self) -> str:
+        """Why a clean run proves nothing on the torch that ran it, if it predates the refusal."""
+        installed = installed_torch()
+        if self.refused_since is None or installed is None or installed >= self.refused_since:
+            return ""
+        since = ".".join(map(str, self.refused_since))
+        return (f"; but torch {'.'.join(map(str, installed))} does not check this (torch {since} refuses it), so the "
+                f"run cannot tell: {self.silently}")
+
+
+def installed_torch() -> tuple[int, int] | None:
+    """The installed torch's (major, minor), read from its metadata: the runs use the same interpreter."""
+    try:
+        found = re.match(r"(\d+)\.(\d+)", metadata.version("torch"))
+    except metadata.PackageNotFoundError:
+        return None
+    return (int(found[1]), int(found[2])) if found else None
 
 
 class TiedWeightsProbe(_Fsdp2Refusal):
@@ -51,6 +74,8 @@ class TiedWeightsProbe(_Fsdp2Refusal):
     failure = "is shared with a parameter already managed by another FSDP group"
     mechanism = "at the first forward, FSDP2 found the tied parameter managed by two groups"
     raised_at_the_line = False  # raised by the lazy initialisation of the first forward
+    refused_since = (2, 12)
+    silently = "there, with uneven shards, the tied weight on the last rank is never updated (pytorch/pytorch#176076)"
 
     def explains(self, finding: Diagnostic, error: dict[str, Any]) -> bool:
         """The error names the parameter of one of the two modules the finding names."""
