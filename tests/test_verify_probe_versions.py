@@ -18,9 +18,9 @@ _CLEAN = RunRecord("/p/train.py", [], "", 0, False)
 
 
 @pytest.mark.parametrize(("torch", "mechanism"), [
-    ((2, 11), "the script ran to the end without FSDP2 refusing it; but torch 2.11 does not check this (torch 2.12 "
-              "refuses it), so the run cannot tell: there, with uneven shards, the tied weight on the last rank is "
-              "never updated (pytorch/pytorch#176076)"),
+    ((2, 11), ("the script ran to the end without FSDP2 refusing it; but torch 2.11 does not check this (torch 2.12 "
+               "refuses it), so the run cannot tell: there, with uneven shards, the tied weight on the last rank is "
+               "never updated (pytorch/pytorch#176076)")),
     ((2, 12), "the script ran to the end without FSDP2 refusing it"),
     (None, "the script ran to the end without FSDP2 refusing it"),
 ])
