@@ -107,7 +107,7 @@ def skip_where_torch_predates_the_failure(code: str) -> None:
     """A probe that waits for a refusal newer than the installed torch cannot confirm its fixture there (its verdict
     says why: tests/test_verify_probe_versions.py)."""
     from pitfall_lint.harness.probes import all_probes
-    from pitfall_lint.harness.probes.fsdp import installed_torch
+    from pitfall_lint.harness.torch_release import installed_torch
 
     since, installed = getattr(all_probes().get(code), "refused_since", None), installed_torch()
     if since is not None and installed is not None and installed < since:

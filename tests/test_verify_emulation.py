@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pitfall_lint.harness.probes.fsdp import installed_torch
+from pitfall_lint.harness.torch_release import installed_torch
 from pitfall_lint.harness.runner import run_guarded
 from test_verify import verdicts
 from test_verify_realistic import project, run_verify, snapshot

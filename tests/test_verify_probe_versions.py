@@ -9,8 +9,9 @@ from importlib import metadata
 import pytest
 
 from pitfall_lint.diagnostic import Diagnostic
-from pitfall_lint.harness.probes.fsdp import TiedWeightsProbe, installed_torch
+from pitfall_lint.harness.probes.fsdp import TiedWeightsProbe
 from pitfall_lint.harness.record import RunRecord
+from pitfall_lint.harness.torch_release import installed_torch
 
 _FINDING = Diagnostic("/p/train.py", 29, 5, "PFL601", "tied-weights-in-separate-shards", 29, 30, "error",
                       "`lm_head` is sharded in a group of its own, apart from `embed`, which shares its weight")

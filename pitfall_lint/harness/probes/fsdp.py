@@ -4,12 +4,12 @@ records with the frames it passed through. gloo runs `fully_shard` on CPU ranks,
 from __future__ import annotations
 
 import re
-from importlib import metadata
 from typing import Any, ClassVar
 
 from pitfall_lint.diagnostic import Diagnostic
 from pitfall_lint.harness.probes.base import Probe, at, last_line
 from pitfall_lint.harness.record import Evidence, Judgement, RunRecord
+from pitfall_lint.harness.torch_release import installed_torch
 
 _MIXED = "got mixed torch.Tensor and DTensor"
 _NAMED = re.compile(r"`(\w+)`")
@@ -58,15 +58,6 @@ class _Fsdp2Refusal(Probe):
         since = ".".join(map(str, self.refused_since))
         return (f"; but torch {'.'.join(map(str, installed))} does not check this (torch {since} refuses it), so the "
                 f"run cannot tell: {self.silently}")
-
-
-def installed_torch() -> tuple[int, int] | None:
-    """The installed torch's (major, minor), read from its metadata: the runs use the same interpreter."""
-    try:
-        found = re.match(r"(\d+)\.(\d+)", metadata.version("torch"))
-    except metadata.PackageNotFoundError:
-        return None
-    return (int(found[1]), int(found[2])) if found else None
 
 
 class TiedWeightsProbe(_Fsdp2Refusal):
