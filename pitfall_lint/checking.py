@@ -79,25 +79,6 @@ def project_model(
     )
 
 
-def _share_project_facts(models: Sequence[ProjectModel], store: SummaryStore) -> None:
-    """What nearly every file of a large project asks, answered once before the files are spread over workers
-    (which inherit the answers), the summaries it reads first computed on every core: those of every project of the
-    run in one pool, round after round (a monorepo's projects one after the other left the cores idle between
-    rounds of a few files, and started a pool each)."""
-
-    def wanted() -> list[str]:
-        return sorted({path for model in models for path in model.summaries_wanted()})
-
-    first = sorted({path for model in models for path in model.shared_files() if not model.has_summary(path)})
-    if len(first) >= 2:
-        owners = {path: model for model in models for path in model.files}
-        for rows in pool.summarize_in_rounds(first, wanted, pool.available_cores(), owners):
-            store.put_all(rows)
-    for model in models:
-        model.prepare_shared()
-        store.put_all(model.take_fresh_summaries())
-
-
 @dataclass
 class _Pending:
     """What a project's files to check need once their results come: the cache keys, and the project state the
@@ -158,9 +139,11 @@ def check_paths(
         read_already = fingerprint.cache_info().currsize > 0
         held = fingerprint() if cache is not None and (len(unchecked) > 1 or read_already) else ""
         pending.update(dict.fromkeys(unchecked, _Pending(keys, held)))
-    _share_project_facts(sharing, store)
     projects = {path: run.projects[path] for path in pending}
-    for result in pool.check_files(list(pending), rules, pool.available_cores(), projects):
+    # What nearly every file of a large project asks is answered on each worker before it checks a file, from
+    # summaries computed on all of them (those of every project of the run in one pool: a monorepo's projects one
+    # after the other left the cores idle between rounds of a few files).
+    for result in pool.check_files(list(pending), rules, pool.available_cores(), projects, sharing, store):
         store.put_all(result.summaries)
         results[result.path] = result
         wanted = pending[result.path]

@@ -10,7 +10,7 @@ from textwrap import dedent
 import pytest
 
 from marks import expected
-from pitfall_lint import pool
+from pitfall_lint import parsing, pool
 from pitfall_lint.checking import ProjectSettings, check_paths
 from pitfall_lint.files import Excluder, discover
 from pitfall_lint.project.model import ProjectModel
@@ -397,7 +397,7 @@ def test_a_pass_for_the_summaries_wanted_keeps_the_answers_that_rest_on_no_guess
 
 def test_the_projects_of_a_monorepo_share_one_pool_for_their_summaries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two libraries side by side in one run: their summaries are computed in one pool, rounds of both at once, and
-    their files checked in another."""
+    their files checked in the same pool."""
     in_parent = summarised_in_parent(monkeypatch)
     started = []
     start_pool = pool._pool
@@ -410,7 +410,46 @@ def test_the_projects_of_a_monorepo_share_one_pool_for_their_summaries(tmp_path:
     assert_project(tmp_path, {f"{library}/{name}": source for library in ("one", "two") for name, source in EXPORT_CHAIN.items()})
     assert {path for path, _, _ in marks(tmp_path)} == {"one/mylib/blocks.py", "two/mylib/blocks.py"}
     assert in_parent == []
-    assert started == [2 * 54, 2 * 54]  # each time, the 54 Python files of both projects
+    assert started == [2 * 54]  # the 54 Python files of both projects
+
+
+def test_a_file_summarised_on_a_worker_is_checked_there_from_the_same_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker that parsed a file for its summary keeps the tree and checks the file itself: every file of the
+    project is parsed once in the whole run (the checks of Lightning parsed 66 files a second time)."""
+    log = tmp_path.parent / f"{tmp_path.name}-parses"
+    parse_source = parsing.parse_source
+
+    def noted(data: bytes, path: str) -> parsing.ParsedSource:
+        with open(log, "a") as handle:  # one short write per parse, from every process
+            handle.write(f"{os.path.relpath(path, tmp_path)}\n")
+        return parse_source(data, path)
+
+    monkeypatch.setattr(pool, "available_cores", lambda: 2)
+    monkeypatch.setattr(parsing, "parse_source", noted)
+    assert_project(tmp_path, EXPORT_CHAIN)
+    parsed = log.read_text().split()
+    assert sorted(parsed) == sorted(set(parsed))  # none twice
+    assert {"mylib/base.py", "mylib/blocks.py", "mylib/nets.py", "train.py"} <= set(parsed)  # summarised, then checked
+
+
+def test_a_kept_tree_whose_worker_took_no_copy_of_the_answers_is_checked_all_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a worker got no copy of the shared answers (the wait for the others ran past its limit), the files it kept
+    trees for are not checked by a copy: they are checked after the others, wherever, with the same findings."""
+    share = pool._share_in_worker
+
+    def checks_none(rows: dict, answers: list) -> list:
+        assert pool._worker is not None
+        kept = dict(pool._worker.kept)
+        pool._worker.kept.clear()
+        assert share(rows, answers) == []
+        pool._worker.kept.update(kept)
+        return []
+
+    checks_none.__module__, checks_none.__qualname__ = pool.__name__, "_share_in_worker"  # sent by name to the workers
+    monkeypatch.setattr(pool, "available_cores", lambda: 2)
+    monkeypatch.setattr(pool, "_share_in_worker", checks_none)
+    assert_project(tmp_path, EXPORT_CHAIN)
+    assert ("mylib/blocks.py", "PFL101", 8) in marks(tmp_path)
 
 
 def test_the_rounds_read_no_more_files_than_it_takes_to_tell_that_a_project_trains_in_parallel(

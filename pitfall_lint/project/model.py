@@ -368,6 +368,26 @@ class ProjectModel:
             return kept[2]
         return parse_source(data, path)
 
+    def last_parse(self, path: str) -> tuple[bytes, ParsedSource] | None:
+        """The source and tree the file's summary was just made from, if it was parsed for it."""
+        kept = self._last_parse
+        return (kept[1], kept[2]) if kept is not None and kept[0] == path else None
+
+    def keep_parse(self, path: str, data: bytes, parsed: ParsedSource) -> None:
+        """A tree of the file made earlier (for its summary, by last_parse), for its check to use (parse)."""
+        self._last_parse = (path, data, parsed)
+
+    def shared_answers(self) -> dict[tuple, object]:
+        """What prepare_shared worked out, with every answer it asked on the way, for a worker started before it."""
+        return dict(self._memo)
+
+    def adopt_shared(self, rows: dict[str, list], answers: dict[tuple, object]) -> None:
+        """The summary rows that prepare_shared read (by content key, computed on the workers) and the answers it
+        worked out from them in another process (shared_answers)."""
+        self._store.put_all(rows)
+        self._memo.update(answers)
+        self.prepare_shared()  # nothing left to work out: its settings alone
+
     def _summary_or_empty(self, path: str) -> FileSummary:
         """The file's summary; an empty one where it has none (it cannot be read or parsed)."""
         from pitfall_lint.project.summary import FileSummary
