@@ -386,7 +386,6 @@ class ProjectModel:
         worked out from them in another process (shared_answers)."""
         self._store.put_all(rows)
         self._memo.update(answers)
-        self.prepare_shared()  # nothing left to work out: its settings alone
 
     def _summary_or_empty(self, path: str) -> FileSummary:
         """The file's summary; an empty one where it has none (it cannot be read or parsed)."""
@@ -807,7 +806,6 @@ class ProjectModel:
         for kind in ("DataParallel", "DistributedDataParallel"):
             self._reach(kind)  # type: ignore[arg-type]
         self._export_reach()
-        self._scans = _SEARCHES_BEFORE_LISTING  # so many files ask so many questions that the listing pays from the first
 
     def summaries_wanted(self) -> list[str]:
         """The files whose summaries prepare_shared would compute here, as far as the summaries at hand lead: found
@@ -815,7 +813,6 @@ class ProjectModel:
         hold, and serve the next pass: Lightning's ten passes each worked out every answer again, while the workers
         waited). Summarised on every core, they let the next pass reach further; none left, prepare_shared computes
         nothing."""
-        scans = self._scans
         self._wanted = set()
         try:
             self.prepare_shared()
@@ -823,7 +820,7 @@ class ProjectModel:
             wanted, self._wanted = self._wanted, None
             for key in self._guessed:
                 del self._memo[key]
-            self._guessed, self._scans = set(), scans
+            self._guessed = set()
         return sorted(wanted)
 
     def _reach(self, kind: WrapperKind) -> _Reach:
