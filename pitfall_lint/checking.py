@@ -109,7 +109,7 @@ def check_paths(
     run = CheckRun([], contents=contents or {})
     results: dict[str, FileResult] = {}
     pending: dict[str, _Pending] = {}
-    sharing: list[ProjectModel] = []  # the projects whose files are spread over workers
+    checked_models: list[ProjectModel] = []  # the projects with files to check
     for root, members in _groups(paths, settings).items():
         given = {path: run.contents[path] for path in members if path in run.contents}
         model = project_model(root, members, settings, store, given)
@@ -131,8 +131,8 @@ def check_paths(
                 results[path] = cached
             else:
                 unchecked.append(path)
-        if pool.worker_count(len(unchecked), pool.available_cores()) >= 2:
-            sharing.append(model)
+        if unchecked:
+            checked_models.append(model)
         store.put_all(model.take_fresh_summaries())
         # One file checked alone (a pre-commit run) reads no fingerprint of the whole project that nothing else
         # needed: its result holds for no known state of the project, and the next run asks its questions again.
@@ -140,10 +140,11 @@ def check_paths(
         held = fingerprint() if cache is not None and (len(unchecked) > 1 or read_already) else ""
         pending.update(dict.fromkeys(unchecked, _Pending(keys, held)))
     projects = {path: run.projects[path] for path in pending}
-    # What nearly every file of a large project asks is answered on each worker before it checks a file, from
-    # summaries computed on all of them (those of every project of the run in one pool: a monorepo's projects one
-    # after the other left the cores idle between rounds of a few files).
-    for result in pool.check_files(list(pending), rules, pool.available_cores(), projects, sharing, store):
+    # Where the files are spread over workers, what nearly every file of a project asks is answered once for each
+    # worker before it checks a file, from summaries computed on all of them: those of every project of the run in
+    # one pool (a monorepo's projects one after the other left the cores idle between rounds of a few files; a small
+    # project found inside a large one had its answers worked out again on every worker).
+    for result in pool.check_files(list(pending), rules, pool.available_cores(), projects, checked_models, store):
         store.put_all(result.summaries)
         results[result.path] = result
         wanted = pending[result.path]

@@ -204,6 +204,27 @@ def test_a_project_inside_another_is_checked_as_its_own_in_a_shared_pool(tmp_pat
     assert found == marks(tmp_path)
 
 
+def test_a_small_project_inside_a_large_one_has_its_answers_worked_out_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A project of a few files found inside a large one (Lightning's trainer folder has its own setup files) is
+    too small to fill the workers, but its files are checked on them beside the large one's: its shared answers are
+    worked out once, in the parent, as the large one's, not again on every worker."""
+    compute_reach = ProjectModel._compute_reach
+
+    def noted(self: ProjectModel, kind: str) -> object:
+        with open(tmp_path.parent / f"{tmp_path.name}-reach", "a") as handle:
+            handle.write(f"{os.getpid()}\n")
+        return compute_reach(self, kind)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pool, "available_cores", lambda: 2)
+    monkeypatch.setattr(ProjectModel, "_compute_reach", noted)
+    write(tmp_path, {"train.py": DDP_TRAIN, **{f"pad_{i}.py": "import torch\n" for i in range(48)}})
+    write(tmp_path / "inner", {"net.py": MODULE + BOUND.format(name="Net", base="nn.Module"), "wrap.py": "from torch import nn\nfrom net import Net\nmodel = nn.DataParallel(Net())\n"})
+    found = run(tmp_path)
+    assert found == marks(tmp_path) and ("inner/net.py", "PFL101", 7) in found
+    reached_in = [int(line) for line in (tmp_path.parent / f"{tmp_path.name}-reach").read_text().split()]
+    assert set(reached_in) == {os.getpid()}  # each pass of the rounds, then prepare_shared: none on a worker
+
+
 # A module whose lost state only matters where it is really wrapped (PFL104 reports where a wrap names it).
 COUNTING = """
 class {name}(nn.Module):
