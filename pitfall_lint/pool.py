@@ -238,6 +238,8 @@ def _pool(workers: int, rules: Sequence[RuleSpec], projects: Projects, shared: S
 
     for rule in rules:  # its module imported once, here, for every forked worker: not once in each
         rule.load()
+    if shared:
+        import pitfall_lint.project.summary  # noqa: F401 - as the rules: the workers summarise, the parent reads the rows
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
     owners = {path: model for model in shared for path in model.files}
