@@ -110,13 +110,16 @@ def _start_worker(
     _worker = _Worker(Engine(rules), projects, owners or {}, shared, rendezvous)
 
 
-def _summarize_in_worker(task: tuple[str, str | None]) -> tuple[dict[str, list], bool]:
-    """The file's summary rows, and whether the tree they were made from is kept for the file's check here (when
-    it is to be checked: `checked_as`, its path as given)."""
+def _summarize_in_worker(task: tuple[str, str | None, bool]) -> tuple[dict[str, list], bool]:
+    """The file's summary rows (or, for a walk, whether it sets up distributed training), and whether the tree they
+    were made from is kept for the file's check here (when it is to be checked: `checked_as`, its path as given)."""
     assert _worker is not None
-    path, checked_as = task
+    path, checked_as, walk = task
     project = _worker.owners[path]
-    project.summary(path)
+    if walk:
+        project.read_set_ups(path)
+    else:
+        project.summary(path)
     kept = checked_as is not None and _worker.keep(checked_as, path, project.last_parse(path))
     return project.take_fresh_summaries(), kept
 
@@ -186,21 +189,27 @@ class _WorkerPool:
     def share(self, first: Sequence[str], checked: Sequence[str], store: SummaryStore) -> None:
         """The answers that every file of the shared projects asks, worked out once, from summaries computed on every
         core round after round: `first` (see first_summaries), then the files that the answers worked out with the
-        rows at hand (kept in `store`) name, until they name none that was not sent before (a file that cannot be
-        parsed has no summary, and is named again). A file of `checked` (paths as given) keeps the tree of its
-        summary on its worker, for its check there."""
+        rows at hand (kept in `store`) name, for a summary or a walk of their set-ups, until they name none that was
+        not sent before (a file that cannot be parsed has no summary, and is named again). A file of `checked` (paths
+        as given) keeps the tree it was parsed into on its worker, for its check there."""
         models = self._shared
         checked_as = {os.path.abspath(path): path for path in checked}
-        sent: set[str] = set()
+        sent: set[tuple[str, bool]] = set()  # (path, walk)
 
-        def wanted() -> list[str]:
-            return sorted({path for model in models for path in model.summaries_wanted()}.difference(sent))
+        def wanted() -> list[tuple[str, bool]]:
+            summaries, walks = set(), set()
+            for model in models:
+                more, walked = model.summaries_wanted()
+                summaries.update(more)
+                walks.update(walked)
+            found = {(path, False) for path in summaries} | {(path, True) for path in walks - summaries}
+            return sorted(found - sent)
 
-        paths = list(first) or wanted()
+        paths = [(path, False) for path in first] or wanted()
         while paths:
             sent.update(paths)
-            tasks = [(path, checked_as.get(path)) for path in sorted(paths, key=_size, reverse=True)]  # no long wait at its end
-            for (_, given), (rows, kept) in zip(tasks, self._pool.imap(_summarize_in_worker, tasks)):
+            tasks = [(path, checked_as.get(path), walk) for path, walk in sorted(paths, key=lambda p: _size(p[0]), reverse=True)]  # no long wait at its end
+            for (_, given, _), (rows, kept) in zip(tasks, self._pool.imap(_summarize_in_worker, tasks)):
                 self._rows.update(rows)
                 store.put_all(rows)
                 if kept:

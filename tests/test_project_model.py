@@ -401,9 +401,11 @@ def test_a_pass_for_the_summaries_wanted_keeps_the_answers_that_rest_on_no_guess
 
     monkeypatch.setattr(ProjectModel, "_compute_reach", noted)
     model, passes = ProjectModel(str(tmp_path), files), []
-    while wanted := model.summaries_wanted():
-        passes.append([os.path.relpath(path, tmp_path) for path in wanted])
-        for path in wanted:
+    while any(wanted := model.summaries_wanted()):
+        summaries, walks = wanted
+        passes.append([os.path.relpath(path, tmp_path) for path in summaries])
+        assert walks == []  # the files that set training up (train.py, evaluate.py) are summarised
+        for path in summaries:
             model.summary(path)
     assert passes == [["evaluate.py", "mylib/__init__.py", "train.py"], ["mylib/nets.py"], ["mylib/base.py"], ["mylib/blocks.py"]]
     computed.clear()
@@ -477,21 +479,35 @@ def test_the_rounds_read_no_more_files_than_it_takes_to_tell_that_a_project_trai
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Whether the project trains in parallel is read file by file until one sets it up: the rounds do not summarise
-    every file that merely spells a set-up word (a comment here) to find out."""
+    every file that merely spells a set-up word (a comment here) to find out, but walk them for their set-ups alone,
+    on the workers, the first pass four of them, the next twice as many: the main process walks none."""
     monkeypatch.setattr(pool, "available_cores", lambda: 2)
     asked: list[str] = []
+    walked: list[list[str]] = []
     wanted = ProjectModel.summaries_wanted
 
-    def noted(self: ProjectModel) -> list[str]:
+    def noted(self: ProjectModel) -> tuple[list[str], list[str]]:
         found = wanted(self)
-        asked.extend(os.path.basename(path) for path in found)
+        asked.extend(os.path.basename(path) for path in found[0])
+        walked.append([os.path.basename(path) for path in found[1]])
         return found
 
+    parent, walked_here = os.getpid(), []
+    read = ProjectModel._sets_up_distributed
+
+    def walked_where(self: ProjectModel, path: str) -> bool | None:
+        if os.getpid() == parent and self._wanted is None and self._store.get(self.content_key(path) + ":sets-up") is None:  # type: ignore[operator]
+            walked_here.append(os.path.basename(path))
+        return read(self, path)
+
     monkeypatch.setattr(ProjectModel, "summaries_wanted", noted)
-    spelled = {f"a_launch_{i}.py": "# dist.init_process_group is left to the launcher\n" for i in range(6)}
+    monkeypatch.setattr(ProjectModel, "_sets_up_distributed", walked_where)
+    spelled = {f"a_launch_{i}.py": f"# dist.init_process_group is left to the launcher ({i})\n" for i in range(6)}
     assert_project(tmp_path, {**EXPORT_CHAIN, **spelled})
     assert not [name for name in asked if name.startswith("a_launch")]
     assert "blocks.py" in asked
+    assert [names for names in walked if names][:2] == [[f"a_launch_{i}.py" for i in range(4)], ["a_launch_4.py", "a_launch_5.py"]]
+    assert walked_here == []
 
 
 def test_the_message_names_the_export(tmp_path: Path) -> None:

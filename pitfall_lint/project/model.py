@@ -45,6 +45,10 @@ _MAX_DEPTH = 3  # call-graph and builder hops followed from a definition
 # Searches of every file's bytes for a name that cost as much as listing every file's identifiers once (measured:
 # 12 on Lightning, 20 on diffusers).
 _SEARCHES_BEFORE_LISTING = 16
+# The candidates the first pass of summaries_wanted names for a walk of their set-ups: whether a project trains in
+# parallel is read from them only until the first that sets training up, so each pass names twice as many as the last
+# (Lightning's answer is its 11th candidate; a project that trains nothing has every candidate read).
+_FIRST_SET_UP_WALKS = 4
 _DP_STRATEGY = (b'"dp"', b"'dp'")
 _LIGHTNING_ENTRIES = (b"Fabric(",)
 _COMPILE = "torch.compile"
@@ -165,8 +169,11 @@ class ProjectModel:
         self._read_as: dict[str, tuple[int, int, int]] = {}  # the _status of each file read from disk, as it was read
         self._stamps: dict[str, list | None] = {}  # each stamp looked at, None where it no longer holds
         self._started = time.time_ns()
-        # While the summaries prepare_shared reads are gathered: those it would compute here, each taken as None.
+        # While the summaries prepare_shared reads are gathered: those it would compute here, each taken as None, and
+        # the files it would walk for their set-ups alone, each taken as unknown; how many a pass names of those.
         self._wanted: set[str] | None = None
+        self._walks_wanted: set[str] = set()
+        self._walks_ahead = _FIRST_SET_UP_WALKS
         self._guesses = 0  # how many times such a pass took a summary as None, or read an answer that rests on one
         self._guessed: set[tuple] = set()  # the memo's keys whose answers rest on a guess of this pass
 
@@ -807,21 +814,30 @@ class ProjectModel:
             self._reach(kind)  # type: ignore[arg-type]
         self._export_reach()
 
-    def summaries_wanted(self) -> list[str]:
-        """The files whose summaries prepare_shared would compute here, as far as the summaries at hand lead: found
-        by answering with each of them taken as None, the answers that rest on such a guess then forgotten (the others
-        hold, and serve the next pass: Lightning's ten passes each worked out every answer again, while the workers
-        waited). Summarised on every core, they let the next pass reach further; none left, prepare_shared computes
-        nothing."""
-        self._wanted = set()
+    def summaries_wanted(self) -> tuple[list[str], list[str]]:
+        """The files whose summaries prepare_shared would compute here, as far as the summaries at hand lead, and
+        those it would walk for their set-ups of distributed training alone: found by answering with each of them
+        taken as None or unknown, the answers that rest on such a guess then forgotten (the others hold, and serve the
+        next pass: Lightning's ten passes each worked out every answer again, while the workers waited). Summarised
+        and walked on every core (read_set_ups), they let the next pass reach further; none left, prepare_shared
+        computes nothing."""
+        self._wanted, self._walks_wanted = set(), set()
         try:
             self.prepare_shared()
         finally:
-            wanted, self._wanted = self._wanted, None
+            wanted, walks = self._wanted, self._walks_wanted
+            self._wanted, self._walks_wanted = None, set()
             for key in self._guessed:
                 del self._memo[key]
             self._guessed = set()
-        return sorted(wanted)
+        if walks:
+            self._walks_ahead *= 2
+        return sorted(wanted), sorted(walks - wanted)
+
+    def read_set_ups(self, path: str) -> None:
+        """Whether the file sets up distributed training, worked out here (on a worker, for a pass that named it):
+        the answer is kept by content, among the fresh summaries."""
+        self._sets_up_distributed(path)
 
     def _reach(self, kind: WrapperKind) -> _Reach:
         return self._memoised(("reach", kind), lambda: self._compute_reach(kind))  # type: ignore[return-value]
@@ -904,11 +920,21 @@ class ProjectModel:
         """Read file by file until one sets up distributed training: most projects that do, tell it early."""
 
         def compute() -> bool:
-            return any(self._holds(p, "may-set-up-distributed") and self._sets_up_distributed(p) for p in self.files)
+            unknown = False
+            for path in self.files:
+                if self._holds(path, "may-set-up-distributed"):
+                    answer = self._sets_up_distributed(path)
+                    if answer:
+                        return True
+                    if answer is None:  # a pass's guess: it sets training up, once the pass named enough to walk
+                        unknown = True
+                        if len(self._walks_wanted) >= self._walks_ahead:
+                            return True
+            return unknown
 
         return self._memoised(("trains-distributed",), compute)  # type: ignore[return-value]
 
-    def _sets_up_distributed(self, path: str) -> bool:
+    def _sets_up_distributed(self, path: str) -> bool | None:
         """From what an earlier run kept of this content, else from the file's summary when it is at hand or will be
         kept for the next run, else from a walk for the set-ups alone (a summary costs some three times as much, and
         a project that trains nothing in parallel has every candidate read). The answer is kept by content: a
@@ -919,11 +945,12 @@ class ProjectModel:
         if kept in ([True], [False]):  # anything else is a cache written otherwise: worked out again
             return kept[0]  # type: ignore[index,no-any-return]
         if self._wanted is not None and not self.has_summary(path):
-            # While the summaries to compute on every core are gathered: a guess, kept for no answer. Each candidate
-            # taken as unknown had every file that may set up distributed training summarised (diffusers: hundreds),
-            # where the answer reads them only until the first that does.
+            # While the summaries to compute on every core are gathered: unknown, a guess kept for no answer, and a
+            # walk for the workers (a summary of every candidate taken as unknown had diffusers summarise hundreds,
+            # where the answer reads them only until the first that sets training up).
             self._guesses += 1
-            return True
+            self._walks_wanted.add(path)
+            return None
         # The file being checked is parsed for its check anyway: the walk for its set-ups is all it costs more.
         if self.has_summary(path) or (self._store.keeps and path != self._checked):
             summary = self.summary(path)
