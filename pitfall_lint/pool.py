@@ -2,8 +2,8 @@
 against its own project (the files of several projects share one pool).
 
 One pool serves a whole run. The summaries that the projects' shared answers read (which module classes each wrapper
-reaches) are computed on the workers first, round after round, while the parent works out from them which files the
-next round needs and, at the end, the answers. Each worker then takes the rows computed on all of them and the
+reaches), and the walks of the files that may set up distributed training, are computed on the workers first, round
+after round, while the parent works out from them which files the next round needs and, at the end, the answers. Each worker then takes the rows computed on all of them and the
 parent's answers, and checks the files whose trees it parsed for their summaries, before the other files are spread
 over the workers. (A second pool started for the checks, and a second parse of the files summarised, were some 3 %
 of a check of Lightning. Parsing other files ahead while the parent works out a round was slower: on two cores, the
@@ -79,6 +79,7 @@ class _Worker:
     kept_source: int = 0
 
     def keep(self, checked_as: str, path: str, parse: tuple[bytes, ParsedSource] | None) -> bool:
+        """Whether the file's source and tree are kept for its check here (while the worker's share allows)."""
         if parse is None or self.kept_source + len(parse[0]) > _KEPT_SOURCE:
             return False
         self.kept[checked_as] = (path, *parse)
@@ -171,7 +172,7 @@ def _size(path: str) -> int:
         return 0
 
 
-def first_summaries(models: Sequence[ProjectModel]) -> list[str]:
+def _first_summaries(models: Sequence[ProjectModel]) -> list[str]:
     """The files whose summaries the shared answers of these projects read first, where none is at hand: those that
     may wrap a module."""
     return sorted({path for model in models for path in model.shared_files() if not model.has_summary(path)})
@@ -188,7 +189,7 @@ class _WorkerPool:
 
     def share(self, first: Sequence[str], checked: Sequence[str], store: SummaryStore) -> None:
         """The answers that every file of the shared projects asks, worked out once, from summaries computed on every
-        core round after round: `first` (see first_summaries), then the files that the answers worked out with the
+        core round after round: `first` (see _first_summaries), then the files that the answers worked out with the
         rows at hand (kept in `store`) name, for a summary or a walk of their set-ups, until they name none that was
         not sent before (a file that cannot be parsed has no summary, and is named again). A file of `checked` (paths
         as given) keeps the tree it was parsed into on its worker, for its check there."""
@@ -212,8 +213,8 @@ class _WorkerPool:
             for (_, given, _), (rows, kept) in zip(tasks, self._pool.imap(_summarize_in_worker, tasks)):
                 self._rows.update(rows)
                 store.put_all(rows)
-                if kept:
-                    self._kept.add(given)  # type: ignore[arg-type]
+                if kept and given is not None:
+                    self._kept.add(given)
             paths = wanted()
         for model in models:
             model.prepare_shared()  # what the rounds left: the summaries of no file (it cannot be parsed)
@@ -282,8 +283,8 @@ def check_files(
             yield engine.check_file(path, projects.get(path))
         return
     shared = shared if store is not None else ()
-    first = first_summaries(shared)  # before the workers start: they inherit what it read
+    first = _first_summaries(shared)  # before the workers start: they inherit what it read
     with _pool(workers, rules, projects, shared) as workers_pool:
-        if shared:
-            workers_pool.share(first, paths, store)  # type: ignore[arg-type]
+        if shared and store is not None:
+            workers_pool.share(first, paths, store)
         yield from workers_pool.check(paths)
