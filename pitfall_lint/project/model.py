@@ -835,8 +835,8 @@ class ProjectModel:
         return sorted(wanted), sorted(walks - wanted)
 
     def read_set_ups(self, path: str) -> None:
-        """Whether the file sets up distributed training, worked out here (on a worker, for a pass that named it):
-        the answer is kept by content, among the fresh summaries."""
+        """Works out whether the file sets up distributed training (on a worker, for a pass that named it): the answer
+        is kept by content, among the fresh summaries."""
         self._sets_up_distributed(path)
 
     def _reach(self, kind: WrapperKind) -> _Reach:
@@ -939,7 +939,8 @@ class ProjectModel:
         kept for the next run, else from a walk for the set-ups alone (a summary costs some three times as much, and
         a project that trains nothing in parallel has every candidate read). The answer is kept by content: a
         pre-commit run on Lightning's trainer.py summarised that file and loaded a dozen cached summaries (with the
-        summaries' code) for this one fact of each, a tenth of the run."""
+        summaries' code) for this one fact of each, a tenth of the run. None: unknown, in a pass of summaries_wanted
+        (the file is named for a walk)."""
         key = self._key(path)
         kept = self._store.get(key + SETS_UP) if key is not None else None
         if kept in ([True], [False]):  # anything else is a cache written otherwise: worked out again
