@@ -1,4 +1,4 @@
-"""Results of unchanged files, reused: keyed by file content, tool version and the rules that ran.
+"""Results of unchanged files, reused: keyed by file content, tool version, the rules that ran and the folder's place.
 
 Stored under the project in `.pitfall_lint_cache/` (safe to delete; it ignores itself in git),
 one file per configuration, written atomically so that concurrent runs never read half a file.
@@ -11,6 +11,7 @@ no question is asked again (what keeps a warm run of a large project fast).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from dataclasses import astuple
 from pathlib import Path
@@ -39,8 +40,10 @@ def _from_row(row: list[Any]) -> Diagnostic:
 
 class ResultCache:
     def __init__(self, root: Path, rule_codes: Iterable[str], settings: object = None) -> None:
-        """`settings`: whatever else changes the results (the model's mode, the target Python), as plain data."""
-        key = json.dumps([__version__, _ROW_FORMAT, sorted(rule_codes), settings])
+        """`settings`: whatever else changes the results (the model's mode, the target Python), as plain data. The
+        folder's own place is part of the key, as in Ruff: the questions a result rests on name the project's files
+        by where they lay, and a copy of the project (a CI cache restored elsewhere) would answer them wrongly."""
+        key = json.dumps([__version__, _ROW_FORMAT, sorted(rule_codes), settings, os.path.abspath(root)])
         self.folder = root / FOLDER
         self._name = f"results-{blake2b(key.encode(), digest_size=8).hexdigest()}.json"
         self._entries: dict[str, list] = {}

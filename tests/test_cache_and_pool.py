@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -304,3 +305,23 @@ def test_a_kept_set_up_answer_the_cache_holds_otherwise_is_worked_out_again(tmp_
     shard.write_text(json.dumps(rows))
     (tmp_path / "model.py").write_text((tmp_path / "model.py").read_text() + "# edited\n")
     assert check("model.py") == check("--no-cache", "model.py") == [("model.py", "PFL101", 7)]
+
+
+def test_a_project_moved_with_its_cache_is_checked_afresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The questions a result rests on name the project's files by where they lay: in a copy of the project (a CI
+    # cache restored into another folder) they would be asked about files that are not there, and answered wrongly.
+    first = tmp_path / "first"
+    first.mkdir()
+    (first / "pyproject.toml").write_text("")
+    (first / "train.py").write_text(
+        "import argparse\nimport os\nparser = argparse.ArgumentParser()\n"
+        'parser.add_argument("--local_rank", type=int, default=0)\nargs = parser.parse_args()\n'
+        'local_rank = int(os.environ["LOCAL_RANK"])\n'
+    )
+    monkeypatch.chdir(first)
+    assert check("--select", "PFL307") == []
+    moved = tmp_path / "moved"
+    shutil.copytree(first, moved)
+    (moved / "README.md").write_text("python -m torch.distributed.launch --nproc_per_node=2 train.py\n")
+    monkeypatch.chdir(moved)
+    assert check("--select", "PFL307") == [("train.py", "PFL307", 4)]
