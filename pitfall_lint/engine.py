@@ -114,11 +114,15 @@ class Engine:
         return [rule for rule in triggered if rule.may_apply(data)]
 
     def check_file(self, path: str, project: ProjectModel | None = None) -> FileResult:
-        try:
-            with open(path, "rb") as handle:
-                data = handle.read()
-        except OSError as error:
-            return _parse_error(path, f"cannot read file: {error.strerror or error}")
+        """The file as its project read it, where it did (a worker holds what the main process read for the project's
+        questions), else as it is on disk."""
+        data = project.content(path) if project is not None else None
+        if data is None:
+            try:
+                with open(path, "rb") as handle:
+                    data = handle.read()
+            except OSError as error:
+                return _parse_error(path, f"cannot read file: {error.strerror or error}")
         return self.check_source(path, data, project)
 
     def check_source(self, path: str, data: bytes, project: ProjectModel | None = None) -> FileResult:

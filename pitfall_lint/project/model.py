@@ -202,6 +202,11 @@ class ProjectModel:
                 self._contents[path] = None
         return self._contents[path]
 
+    def content(self, path: str) -> bytes | None:
+        """The file's bytes as the model read them (once: what it reads next is what it read first); None where it
+        cannot be read."""
+        return self._content(os.path.abspath(path))
+
     def _stamp(self, path: str) -> list | None:
         """The file's stamp while it still holds (its _status unchanged): [*status, content key, then each of
         _BYTE_FACTS]; None when the file must be read."""
