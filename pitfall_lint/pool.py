@@ -125,13 +125,16 @@ def _summarize_in_worker(task: tuple[str, str | None, bool]) -> tuple[dict[str, 
     return project.take_fresh_summaries(), kept
 
 
-def _share_in_worker(rows: dict[str, list], answers: list[dict[tuple, object]]) -> list[FileResult]:
+def _share_in_worker(pickled: bytes) -> list[FileResult]:
     """Taken once by each worker (it waits until every worker holds a copy): the summaries computed on all of them
-    and the shared answers the parent worked out from them, for each shared project; then the checks of the files
-    whose trees this worker holds."""
+    and the shared answers the parent worked out from them, for each shared project (pickled once by the parent for
+    every worker); then the checks of the files whose trees this worker holds."""
     assert _worker is not None
     if _worker.rendezvous is not None:
         _worker.rendezvous.wait_for_the_others()
+    import pickle  # here, as where the parent pickled them: multiprocessing imported it already
+
+    rows, answers = pickle.loads(pickled)
     for model, answered in zip(_worker.shared, answers):
         model.adopt_shared(rows, answered)
     gc.freeze()  # the adopted answers and the kept trees live as long as the worker
@@ -226,8 +229,10 @@ class _WorkerPool:
         """Each file's result (in the order of `paths` where no summaries were computed first)."""
         shares = []
         if self._shared:
-            answers = [model.shared_answers() for model in self._shared]
-            shares = [self._pool.apply_async(_share_in_worker, (self._rows, answers)) for _ in range(self._workers)]
+            import pickle  # multiprocessing imported it already; a run without workers never needs it
+
+            pickled = pickle.dumps((self._rows, [model.shared_answers() for model in self._shared]), pickle.HIGHEST_PROTOCOL)
+            shares = [self._pool.apply_async(_share_in_worker, (pickled,)) for _ in range(self._workers)]
             assert self._rendezvous is not None
             self._rendezvous.release_once_all_took(self._workers)
         rest = [path for path in paths if path not in self._kept]

@@ -460,11 +460,11 @@ def test_a_kept_tree_whose_worker_took_no_copy_of_the_answers_is_checked_all_the
     trees for are not checked by a copy: they are checked after the others, wherever, with the same findings."""
     share = pool._share_in_worker
 
-    def checks_none(rows: dict, answers: list) -> list:
+    def checks_none(pickled: bytes) -> list:
         assert pool._worker is not None
         kept = dict(pool._worker.kept)
         pool._worker.kept.clear()
-        assert share(rows, answers) == []
+        assert share(pickled) == []
         pool._worker.kept.update(kept)
         return []
 
