@@ -267,15 +267,21 @@ class ProjectModel:
         return key
 
     def _holds(self, path: str, fact: str) -> bool:
-        """One of _BYTE_FACTS of the file: from its stamp while it holds, else from its bytes."""
+        """One of _BYTE_FACTS of the file: from its stamp while it holds, else from its bytes (where the stamps are
+        kept, the file is stamped with all of them, for the next run; else its content key is not worked out for it)."""
         stamp = self._stamp(path)
-        if stamp is not None:
-            return stamp[_KEY + 1 + _FACT_NAMES.index(fact)]  # type: ignore[no-any-return]
-        data = self._content(path)
-        if data is None:
-            return False
-        self._key(path)  # stamps it, for the next run
-        return _BYTE_FACTS[fact](data)
+        if stamp is None:
+            data = self._content(path)
+            if data is None:
+                return False
+            if self._store.keeps:
+                key = self._key(path)
+                stamp = self._stamps.get(path)
+                if stamp is not None and stamp[_KEY] != key:
+                    stamp = None  # of content that is no longer the model's
+            if stamp is None:  # not kept, or changed too lately to be stamped
+                return _BYTE_FACTS[fact](data)
+        return stamp[_KEY + 1 + _FACT_NAMES.index(fact)]  # type: ignore[no-any-return]
 
     def content_key(self, path: str) -> str | None:
         """The key of the file's content as the model read it (None: it cannot be read)."""
