@@ -20,6 +20,7 @@ from pitfall_lint.analysis.training import walk_same_scope
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import WrappedModuleRule
+from pitfall_lint.traversal import nodes_of
 
 # Ways of reaching the submodules that a reading of `self.<name>` cannot follow: the class is left alone.
 _EVERY_SUBMODULE = frozenset(
@@ -501,7 +502,7 @@ def _frozen_names(ctx: FileContext) -> frozenset[str]:
     def attributes(node: ast.AST) -> set[str]:
         return {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
 
-    for node in ast.walk(ctx.tree):
+    for node in nodes_of(ctx.tree, (ast.Call, ast.For, ast.AsyncFor, ast.Assign)):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "requires_grad_":
             value = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "requires_grad"), None)
             if isinstance(value, ast.Constant) and value.value is False or value is not None and not isinstance(value, ast.Constant):

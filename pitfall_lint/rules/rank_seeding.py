@@ -36,6 +36,7 @@ from pitfall_lint.analysis.seeding import (
 from pitfall_lint.context import FileContext
 from pitfall_lint.diagnostic import RuleInfo
 from pitfall_lint.rules.base import Rule
+from pitfall_lint.traversal import nodes_of
 
 if TYPE_CHECKING:
     from pitfall_lint.project.model import Evidence
@@ -171,10 +172,8 @@ class RankSeeding(Rule):
         if data.isascii() and b"torchvision" not in data:
             return False
         aliases = {alias.asname for statement in imports for alias in statement.names if alias.asname}
-        for node in ast.walk(self.ctx.tree):
-            if not isinstance(node, ast.Call):
-                continue
-            spelled = _call_name(node)
+        for node in nodes_of(self.ctx.tree, (ast.Call,)):
+            spelled = _call_name(node)  # type: ignore[arg-type]
             if not (spelled.startswith("Random") or spelled in RANDOM_TRANSFORMS or spelled in aliases):
                 continue  # the cheap look first: the transform's own name, or an alias an import gave it
             qualified = self.ctx.qualified_name(node.func, ancestors_of(self.ctx, node)) or ""
@@ -210,13 +209,11 @@ class RankSeeding(Rule):
 
     def _shares_data_across_ranks(self) -> bool:
         """Tensor or context parallelism: ranks of one group must draw the same batch, so one seed is right."""
-        return any(
-            isinstance(node, ast.Call) and _call_name(node) in _SHARED_DATA_CALLS for node in ast.walk(self.ctx.tree)
-        )
+        return any(_call_name(node) in _SHARED_DATA_CALLS for node in nodes_of(self.ctx.tree, (ast.Call,)))  # type: ignore[arg-type]
 
     def _seeds_per_rank(self) -> bool:
         """Anything in the file that makes a seed depend on the rank, or reseeds the DataLoader workers."""
-        for node in ast.walk(self.ctx.tree):
+        for node in nodes_of(self.ctx.tree, (ast.keyword, ast.Call, ast.Assign, ast.AnnAssign, ast.AugAssign)):
             if isinstance(node, ast.keyword) and node.arg in ("worker_init_fn", "generator"):
                 return True
             if isinstance(node, ast.Call):
