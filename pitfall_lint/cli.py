@@ -197,12 +197,13 @@ def check(
     from pathlib import Path
 
     from pitfall_lint import baseline
-    from pitfall_lint.checking import ProjectSettings, check_by_rules
+    from pitfall_lint.checking import CheckRun, ProjectSettings, check_by_rules
     from pitfall_lint.config import ConfigError, ConfigResolver, matches
     from pitfall_lint.diagnostic import PARSE_ERROR, SUPPRESSION_CHECKS
     from pitfall_lint.files import MissingPathError, discover, display_path, existing_paths
     from pitfall_lint.ignore_files import TRANSLATIONS
     from pitfall_lint.per_file import CommandLineChoices, PerFileSettings
+    from pitfall_lint.pool import WorkerDied
     from pitfall_lint.project.store import FOLDER
     from pitfall_lint.report import Report, writer
     from pitfall_lint.selection import known_codes, nearest_config
@@ -247,7 +248,14 @@ def check(
     # whole heap again and again (a tenth of a cold run). What cycles there are, it still collects.
     gc.set_threshold(100_000, 20, 100)
     contents = {stdin_path: sys.stdin.buffer.read()} if stdin_path else {}
-    run = check_by_rules(checked, per_file.rules_for, settings, config.root, not no_cache, contents)
+
+    def check_run(paths: Sequence[str], contents: dict[str, bytes]) -> CheckRun:
+        try:
+            return check_by_rules(paths, per_file.rules_for, settings, config.root, not no_cache, contents)
+        except WorkerDied as error:  # its files have no result: the run cannot tell what it found
+            _fail(str(error))
+
+    run = check_run(checked, contents)
     results = run.results
     if fix or diff:
         from pitfall_lint.fix.session import fix_files  # libcst is loaded only when fixing
@@ -261,7 +269,7 @@ def check(
             sys.stdout.buffer.write(contents[stdin_path])
             sys.stdout.flush()
         # Every file is checked again: a rewrite in one file can change what the project tells another.
-        again = check_by_rules([r.path for r in results], per_file.rules_for, settings, config.root, not no_cache, contents)
+        again = check_run([r.path for r in results], contents)
         results = again.results
     for result in results:
         if result.internal_error:

@@ -7,7 +7,9 @@ after round, while the parent works out from them which files the next round nee
 parent's answers, and checks the files whose trees it parsed for their summaries, before the other files are spread
 over the workers. (A second pool started for the checks, and a second parse of the files summarised, were some 3 %
 of a check of Lightning. Parsing other files ahead while the parent works out a round was slower: on two cores, the
-parent's work is what the next round waits for.)"""
+parent's work is what the next round waits for.) The parent watches the workers while it waits: where one ends before
+its results come (the kernel kills a process when memory runs out), the run ends with WorkerDied within a second, where
+multiprocessing's pool would wait for ever."""
 
 from __future__ import annotations
 
@@ -28,7 +30,8 @@ from pitfall_lint.rules.registry import RuleSpec
 
 if TYPE_CHECKING:
     from multiprocessing.context import BaseContext
-    from multiprocessing.pool import Pool
+    from multiprocessing.pool import ApplyResult, IMapIterator, Pool
+    from multiprocessing.process import BaseProcess
     from multiprocessing.synchronize import Semaphore
 
     from pitfall_lint.parsing import ParsedSource
@@ -40,9 +43,24 @@ _KEPT_SOURCE = 2 << 20
 # How long the workers wait for each other to take their copies of the shared answers (one copy each); past it, they
 # go on, and a worker that got no copy works out what it needs itself.
 _SHARING_WAIT_S = 30.0
+# How often a wait for the workers' results looks whether one of them ended.
+_WATCH_S = 1.0
 # The project of each file; a file without one is a project of its own.
 Projects = Mapping[str, ProjectModel]
 _Kept = tuple[str, bytes, "ParsedSource"]  # absolute path, source, tree
+
+
+class WorkerDied(Exception):
+    """A worker ended while it held files (the kernel kills a process when memory runs out): multiprocessing's pool
+    starts another in its place, but waits for the lost results for ever."""
+
+    def __init__(self, exitcode: int) -> None:
+        if exitcode < 0:
+            name = signal.Signals(-exitcode).name if -exitcode in signal.valid_signals() else f"signal {-exitcode}"
+            how = f"killed by {name}" + (", as the kernel kills a process when memory runs out" if name == "SIGKILL" else "")
+        else:
+            how = f"exit code {exitcode}"
+        super().__init__(f"a worker process ended while checking files ({how}); its files have no result, so the run stops")
 
 
 class _Rendezvous:
@@ -142,6 +160,10 @@ def _share_in_worker(pickled: bytes) -> list[FileResult]:
     return [_check_in_worker(path) for path in list(_worker.kept)]
 
 
+def _check_many_in_worker(paths: list[str]) -> list[FileResult]:
+    return [_check_in_worker(path) for path in paths]
+
+
 def _check_in_worker(path: str) -> FileResult:
     assert _worker is not None
     project = _worker.projects.get(path)
@@ -163,9 +185,10 @@ def worker_count(files: int, jobs: int) -> int:
     return min(jobs, files // _MIN_FILES_PER_WORKER)
 
 
-def _chunks(paths: Sequence[str], workers: int) -> int:
+def _chunks(paths: Sequence[str], workers: int) -> list[list[str]]:
     """Small chunks keep every worker busy to the end, whatever the sizes of the files."""
-    return 8 if len(paths) > 16 * workers else 1
+    size = 8 if len(paths) > 16 * workers else 1
+    return [list(paths[start : start + size]) for start in range(0, len(paths), size)]
 
 
 def _size(path: str) -> int:
@@ -182,13 +205,48 @@ def _first_summaries(models: Sequence[ProjectModel]) -> list[str]:
 
 
 class _WorkerPool:
-    def __init__(self, pool: Pool, workers: int, shared: Sequence[ProjectModel], rendezvous: _Rendezvous | None) -> None:
+    def __init__(
+        self, pool: Pool, processes: Sequence[BaseProcess], shared: Sequence[ProjectModel], rendezvous: _Rendezvous | None
+    ) -> None:
         self._pool = pool
-        self._workers = workers
+        self._processes = processes  # the workers as started, watched while the parent waits for results
+        self._workers = len(processes)
         self._shared = shared
         self._rendezvous = rendezvous
         self._rows: dict[str, list] = {}  # every row computed on the workers, for each of them to take
         self._kept: set[str] = set()  # the files to check whose trees a worker holds, by path as given
+
+    def _watched(self, results: IMapIterator) -> Iterator:
+        """The results as they come; WorkerDied where a worker ended, not a wait for ever."""
+        from multiprocessing import TimeoutError
+
+        while True:
+            try:
+                yield results.next(_WATCH_S)
+            except StopIteration:
+                return
+            except TimeoutError:
+                self._raise_if_one_ended()
+
+    def _checked(self, paths: Sequence[str]) -> Iterator[FileResult]:
+        """The files' results in their order, checked in chunks anywhere (imap's own chunks cannot be watched)."""
+        for results in self._watched(self._pool.imap(_check_many_in_worker, _chunks(paths, self._workers))):
+            yield from results
+
+    def _got(self, result: ApplyResult) -> list[FileResult]:
+        """The result of one task; WorkerDied where a worker ended, not a wait for ever."""
+        from multiprocessing import TimeoutError
+
+        while True:
+            try:
+                return result.get(_WATCH_S)  # type: ignore[no-any-return]
+            except TimeoutError:
+                self._raise_if_one_ended()
+
+    def _raise_if_one_ended(self) -> None:
+        for process in self._processes:
+            if process.exitcode is not None:
+                raise WorkerDied(process.exitcode)
 
     def share(self, first: Sequence[str], checked: Sequence[str], store: SummaryStore) -> None:
         """The answers that every file of the shared projects asks, worked out once, from summaries computed on every
@@ -213,7 +271,7 @@ class _WorkerPool:
         while paths:
             sent.update(paths)
             tasks = [(path, checked_as.get(path), walk) for path, walk in sorted(paths, key=lambda p: _size(p[0]), reverse=True)]  # no long wait at its end
-            for (_, given, _), (rows, kept) in zip(tasks, self._pool.imap(_summarize_in_worker, tasks)):
+            for (_, given, _), (rows, kept) in zip(tasks, self._watched(self._pool.imap(_summarize_in_worker, tasks))):
                 self._rows.update(rows)
                 store.put_all(rows)
                 if kept and given is not None:
@@ -236,15 +294,15 @@ class _WorkerPool:
             assert self._rendezvous is not None
             self._rendezvous.release_once_all_took(self._workers)
         rest = [path for path in paths if path not in self._kept]
-        yield from self._pool.imap(_check_in_worker, rest, chunksize=_chunks(rest, self._workers))
+        yield from self._checked(rest)
         done: set[str] = set()
         for share in shares:
-            for result in share.get():
+            for result in self._got(share):
                 done.add(result.path)
                 yield result
         # Kept by a worker that took no copy of the shared answers (the wait ran past its limit): checked now, anywhere.
         missed = [path for path in paths if path in self._kept and path not in done]
-        yield from self._pool.imap(_check_in_worker, missed, chunksize=_chunks(missed, self._workers))
+        yield from self._checked(missed)
 
 
 @contextlib.contextmanager
@@ -262,11 +320,13 @@ def _pool(workers: int, rules: Sequence[RuleSpec], projects: Projects, shared: S
     with contextlib.ExitStack() as stack:  # the pool is stopped (its workers killed) whatever ends the run
         # Ctrl-C waits while the workers start: the terminal sends it to every process of the group, and a worker
         # it reached before it could ignore it printed a KeyboardInterrupt traceback.
+        running = set(multiprocessing.active_children())
         with ctrl_c_held_back():
             started = stack.enter_context(
                 context.Pool(workers, initializer=_start_worker, initargs=(tuple(rules), projects, owners, tuple(shared), rendezvous))
             )
-        yield _WorkerPool(started, workers, shared, rendezvous)
+        processes = [process for process in multiprocessing.active_children() if process not in running]
+        yield _WorkerPool(started, processes, shared, rendezvous)
 
 
 def check_files(

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 import shutil
+import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,6 +19,7 @@ from pitfall_lint import pool
 from pitfall_lint.cache import FOLDER
 from pitfall_lint.cli import main
 from pitfall_lint.engine import Engine
+from pitfall_lint.project.model import ProjectModel
 from pitfall_lint.rules import all_rules
 
 from marks import REPO
@@ -325,3 +330,37 @@ def test_a_project_moved_with_its_cache_is_checked_afresh(tmp_path: Path, monkey
     (moved / "README.md").write_text("python -m torch.distributed.launch --nproc_per_node=2 train.py\n")
     monkeypatch.chdir(moved)
     assert check("--select", "PFL307") == [("train.py", "PFL307", 4)]
+
+
+@pytest.mark.parametrize("dies_in", ["check", "summary"])
+def test_a_worker_that_dies_ends_the_run_with_an_error_and_no_process_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dies_in: str
+) -> None:
+    # The kernel kills a worker when memory runs out: multiprocessing's pool waited for its results for ever.
+    (tmp_path / "pyproject.toml").write_text("")
+    for index in range(60):
+        (tmp_path / f"train_{index}.py").write_text(SAVE)
+    (tmp_path / "wrap.py").write_text("import torch.nn as nn\nmodel = nn.DataParallel(nn.Linear(2, 2))\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(pool, "available_cores", lambda: 2)
+    parent = os.getpid()
+
+    def killed_in_a_worker(original: Callable[..., object]) -> Callable[..., object]:
+        def run(self: object, path: str, *rest: object) -> object:
+            if os.getpid() != parent and path.endswith(("train_30.py", "wrap.py")):
+                os.kill(os.getpid(), signal.SIGKILL)
+            return original(self, path, *rest)
+
+        return run
+
+    if dies_in == "check":
+        monkeypatch.setattr(Engine, "check_file", killed_in_a_worker(Engine.check_file))
+    else:
+        monkeypatch.setattr(ProjectModel, "summary", killed_in_a_worker(ProjectModel.summary))
+    result = CliRunner().invoke(main, ["check", "--no-cache", "."])
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == (
+        "error: a worker process ended while checking files (killed by SIGKILL, as the kernel kills a process when "
+        "memory runs out); its files have no result, so the run stops\n"
+    )
+    assert multiprocessing.active_children() == []
