@@ -18,9 +18,9 @@ import gc
 import os
 import signal
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from pitfall_lint.engine import Engine, FileResult
 from pitfall_lint.interrupts import ctrl_c_held_back
@@ -30,7 +30,7 @@ from pitfall_lint.rules.registry import RuleSpec
 
 if TYPE_CHECKING:
     from multiprocessing.context import BaseContext
-    from multiprocessing.pool import ApplyResult, IMapIterator, Pool
+    from multiprocessing.pool import IMapIterator, Pool
     from multiprocessing.process import BaseProcess
     from multiprocessing.synchronize import Semaphore
 
@@ -48,6 +48,7 @@ _WATCH_S = 1.0
 # The project of each file; a file without one is a project of its own.
 Projects = Mapping[str, ProjectModel]
 _Kept = tuple[str, bytes, "ParsedSource"]  # absolute path, source, tree
+_T = TypeVar("_T")
 
 
 class WorkerDied(Exception):
@@ -216,37 +217,30 @@ class _WorkerPool:
         self._rows: dict[str, list] = {}  # every row computed on the workers, for each of them to take
         self._kept: set[str] = set()  # the files to check whose trees a worker holds, by path as given
 
-    def _watched(self, results: IMapIterator) -> Iterator:
-        """The results as they come; WorkerDied where a worker ended, not a wait for ever."""
+    def _waited(self, get: Callable[[float], _T]) -> _T:
+        """What `get` returns, asked again each _WATCH_S; WorkerDied where a worker ended, not a wait for ever."""
         from multiprocessing import TimeoutError
 
         while True:
             try:
-                yield results.next(_WATCH_S)
+                return get(_WATCH_S)
+            except TimeoutError:
+                for process in self._processes:
+                    if process.exitcode is not None:
+                        raise WorkerDied(process.exitcode) from None
+
+    def _watched(self, results: IMapIterator) -> Iterator:
+        """The results as they come (see _waited)."""
+        while True:
+            try:
+                yield self._waited(results.next)
             except StopIteration:
                 return
-            except TimeoutError:
-                self._raise_if_one_ended()
 
     def _checked(self, paths: Sequence[str]) -> Iterator[FileResult]:
         """The files' results in their order, checked in chunks anywhere (imap's own chunks cannot be watched)."""
         for results in self._watched(self._pool.imap(_check_many_in_worker, _chunks(paths, self._workers))):
             yield from results
-
-    def _got(self, result: ApplyResult) -> list[FileResult]:
-        """The result of one task; WorkerDied where a worker ended, not a wait for ever."""
-        from multiprocessing import TimeoutError
-
-        while True:
-            try:
-                return result.get(_WATCH_S)  # type: ignore[no-any-return]
-            except TimeoutError:
-                self._raise_if_one_ended()
-
-    def _raise_if_one_ended(self) -> None:
-        for process in self._processes:
-            if process.exitcode is not None:
-                raise WorkerDied(process.exitcode)
 
     def share(self, first: Sequence[str], checked: Sequence[str], store: SummaryStore) -> None:
         """The answers that every file of the shared projects asks, worked out once, from summaries computed on every
@@ -297,7 +291,7 @@ class _WorkerPool:
         yield from self._checked(rest)
         done: set[str] = set()
         for share in shares:
-            for result in self._got(share):
+            for result in self._waited(share.get):
                 done.add(result.path)
                 yield result
         # Kept by a worker that took no copy of the shared answers (the wait ran past its limit): checked now, anywhere.
