@@ -77,12 +77,15 @@ class _Rendezvous:
         self._taken.release()
         self._released.acquire(timeout=_SHARING_WAIT_S)
 
-    def release_once_all_took(self, workers: int) -> None:
-        """In the parent."""
+    def release_once_all_took(self, workers: int, watch: Callable[[], None]) -> None:
+        """In the parent; `watch` is called each _WATCH_S of the wait (it raises where a worker ended)."""
         deadline = time.monotonic() + _SHARING_WAIT_S
-        for _ in range(workers):
-            if not self._taken.acquire(timeout=max(0.0, deadline - time.monotonic())):
-                break
+        taken = 0
+        while taken < workers and (left := deadline - time.monotonic()) > 0:
+            if self._taken.acquire(timeout=min(_WATCH_S, left)):
+                taken += 1
+            else:
+                watch()
         for _ in range(workers):
             self._released.release()
 
@@ -225,9 +228,12 @@ class _WorkerPool:
             try:
                 return get(_WATCH_S)
             except TimeoutError:
-                for process in self._processes:
-                    if process.exitcode is not None:
-                        raise WorkerDied(process.exitcode) from None
+                self._raise_if_one_ended()
+
+    def _raise_if_one_ended(self) -> None:
+        for process in self._processes:
+            if process.exitcode is not None:
+                raise WorkerDied(process.exitcode) from None
 
     def _watched(self, results: IMapIterator) -> Iterator:
         """The results as they come (see _waited)."""
@@ -286,7 +292,7 @@ class _WorkerPool:
             pickled = pickle.dumps((self._rows, [model.shared_answers() for model in self._shared]), pickle.HIGHEST_PROTOCOL)
             shares = [self._pool.apply_async(_share_in_worker, (pickled,)) for _ in range(self._workers)]
             assert self._rendezvous is not None
-            self._rendezvous.release_once_all_took(self._workers)
+            self._rendezvous.release_once_all_took(self._workers, self._raise_if_one_ended)
         rest = [path for path in paths if path not in self._kept]
         yield from self._checked(rest)
         done: set[str] = set()

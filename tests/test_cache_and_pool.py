@@ -364,3 +364,30 @@ def test_a_worker_that_dies_ends_the_run_with_an_error_and_no_process_left(
         "memory runs out); its files have no result, so the run stops\n"
     )
     assert multiprocessing.active_children() == []
+
+
+def test_a_worker_that_dies_before_it_takes_the_shared_answers_ends_the_run_too(tmp_path: Path) -> None:
+    # The parent waits for every worker to take its copy of the shared answers; the wait watches the workers as the
+    # waits for results do. With the wait's limit an hour long, a parent that did not watch would hang past the timeout.
+    (tmp_path / "pyproject.toml").write_text("")
+    for index in range(60):
+        (tmp_path / f"train_{index}.py").write_text(SAVE)
+    probe = (
+        "import os, signal, sys\n"
+        "from pitfall_lint import pool\n"
+        "from pitfall_lint.cli import main\n"
+        "parent = os.getpid()\n"
+        "share = pool._share_in_worker\n"
+        "def dies(pickled):\n"
+        "    if os.getpid() != parent:\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    return share(pickled)\n"
+        "dies.__module__, dies.__qualname__ = pool.__name__, '_share_in_worker'\n"
+        "pool._share_in_worker = dies\n"
+        "pool._SHARING_WAIT_S = 3600.0\n"
+        "pool.available_cores = lambda: 2\n"
+        "main(['check', '--no-cache', '.'])\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert (ran.returncode, ran.stdout) == (2, "")
+    assert ran.stderr.startswith("error: a worker process ended while checking files (killed by SIGKILL")
