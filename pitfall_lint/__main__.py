@@ -1,3 +1,3 @@
-from pitfall_lint.cli import main
+from pitfall_lint.cli import run
 
-main()
+run()

@@ -175,3 +175,37 @@ def test_statistics_in_a_format_without_them_is_a_usage_error(project: Path, out
     result = CliRunner().invoke(main, ["check", "--no-cache", "--statistics", "--format", output_format, "save.py"])
     assert (result.exit_code, result.stdout) == (2, "")
     assert result.stderr == f"error: --statistics works with --format text or json, not {output_format}\n"
+
+
+# --- the end of the process: the report whole through a pipe, and a reader that stops early -------------------------
+
+def _many_saves(project: Path, count: int) -> None:
+    """save.py with `count` unguarded saves: a report of `count` PFL201 findings."""
+    saves = "".join(f"torch.save({{}}, 'c{index}.pt')\n" for index in range(count))
+    (project / "save.py").write_text("import torch\nimport torch.distributed as dist\ndist.init_process_group('gloo')\n" + saves)
+
+
+def _command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "pitfall_lint", "check", "--no-cache", "--preview", *args]
+
+
+def test_a_report_larger_than_a_pipe_holds_arrives_whole_before_the_process_ends(project: Path) -> None:
+    """The process ends without the interpreter's teardown, after the report is written out."""
+    _many_saves(project, 1500)
+    done = subprocess.run(_command("--format", "json", "save.py"), capture_output=True, text=True, timeout=120)
+    assert len(done.stdout) > 1 << 16  # more than a pipe holds: written while the reader reads
+    assert (done.returncode, done.stderr) == (1, "")
+    assert [(d["code"], d["line"]) for d in json.loads(done.stdout)["diagnostics"]] == [("PFL201", 4 + index) for index in range(1500)]
+
+
+@pytest.mark.parametrize("saves", [2, 1500], ids=["report-flushed-at-the-end", "report-larger-than-a-pipe"])
+def test_a_reader_that_stops_early_ends_the_run_quietly_with_exit_0(project: Path, saves: int) -> None:
+    """As Ruff's does: `pitfall-lint check | head -1` is no internal error (nor Python's `Exception ignored`)."""
+    _many_saves(project, saves)
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before anything is written
+    try:
+        done = subprocess.run(_command("save.py"), stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr) == (0, "")
