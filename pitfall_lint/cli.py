@@ -130,7 +130,7 @@ def run() -> NoReturn:
     try:
         main()
     except SystemExit as done:
-        if not _teardown_spared or not isinstance(done.code, (int, type(None))) or _still_running():
+        if not _teardown_spared or not isinstance(done.code, (int, type(None))) or _teardown_needed():
             raise
         try:
             sys.stdout.flush()
@@ -141,11 +141,15 @@ def run() -> NoReturn:
     raise AssertionError("click's main always exits")
 
 
-def _still_running() -> bool:
-    """Whether a thread or a child process is still running, which the teardown waits for or ends."""
+def _teardown_needed() -> bool:
+    """Whether a thread or a child process still runs (the teardown waits for it or ends it), or a profiler or a
+    coverage tracer watches (it writes what it saw at exit)."""
     threading, multiprocessing = sys.modules.get("threading"), sys.modules.get("multiprocessing")
-    return (threading is not None and threading.active_count() > 1) or bool(
-        multiprocessing is not None and multiprocessing.active_children()
+    return (
+        sys.getprofile() is not None
+        or sys.gettrace() is not None
+        or (threading is not None and threading.active_count() > 1)
+        or bool(multiprocessing is not None and multiprocessing.active_children())
     )
 
 

@@ -209,3 +209,11 @@ def test_a_reader_that_stops_early_ends_the_run_quietly_with_exit_0(project: Pat
     finally:
         os.close(write_end)
     assert (done.returncode, done.stderr) == (0, "")
+
+
+def test_a_profiler_still_writes_its_profile(project: Path) -> None:
+    """A profiler writes what it saw at exit: under one, the process ends through the interpreter's teardown."""
+    command = [sys.executable, "-m", "cProfile", "-o", "check.prof", "-m", "pitfall_lint", "check", "--no-cache", "save.py"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert (project / "check.prof").stat().st_size > 0
