@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import importlib.machinery
-import json
 import os
 import re
 from collections.abc import Collection
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pitfall_lint.hashing import blake2b
-from pitfall_lint.project.store import write_json_atomically
+from pitfall_lint.project.store import read_json_object, write_json_atomically
 
 if TYPE_CHECKING:
     from pathspec import GitIgnoreSpec
@@ -98,7 +97,7 @@ class _Translations:
         if self._folder is None or name is None:
             return _joined_expression(lines)
         if self._known is None:
-            self._known = _read_json(self._folder / name)
+            self._known = read_json_object(self._folder / name)  # none yet, or unreadable: translated afresh
         key = blake2b("\n".join(lines).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
         found = self._known.get(key)
         if isinstance(found, list) and len(found) == 2 and isinstance(found[0], (str, type(None))) and isinstance(found[1], bool):
@@ -124,15 +123,6 @@ def _translations_file() -> str | None:
         return None
     tag = blake2b(f"{spec.origin}\0{changed}".encode(), digest_size=8).hexdigest()
     return f"ignore-patterns-{tag}.json"
-
-
-def _read_json(path: Path) -> dict[str, list]:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            found = json.load(handle)
-    except (OSError, ValueError):
-        return {}  # none yet, or unreadable: translated afresh
-    return found if isinstance(found, dict) else {}
 
 
 TRANSLATIONS = _Translations()

@@ -32,6 +32,21 @@ def check(*args: str) -> list[tuple[str, str, int]]:
     return [(d["path"], d["code"], d["line"]) for d in json.loads(result.stdout)["diagnostics"]]
 
 
+def result_shards(project: Path) -> list[Path]:
+    return sorted((project / FOLDER).glob("results-*.json"))
+
+
+def configurations(project: Path) -> set[str]:
+    """The configurations results are cached for: `results-<key>-<shard>.json`."""
+    return {shard.name.rsplit("-", 1)[0] for shard in result_shards(project)}
+
+
+def shard_of(project: Path, path: str) -> Path:
+    """The shard of the results that holds the file's."""
+    (shard,) = [shard for shard in result_shards(project) if path in json.loads(shard.read_text())]
+    return shard
+
+
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "save.py").write_text(SAVE)
@@ -42,35 +57,49 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_warm_run_reuses_results_and_edits_invalidate_them(project: Path) -> None:
     assert check() == [("save.py", "PFL201", 4)]
-    cache_files = list((project / FOLDER).glob("results-*.json"))
-    assert len(cache_files) == 1
+    assert len(configurations(project)) == 1
     assert (project / FOLDER / ".gitignore").read_text().splitlines()[-1] == "*"
-    stored = json.loads(cache_files[0].read_text())
-    assert set(stored) == {"save.py", "clean.py"}
+    assert {path for shard in result_shards(project) for path in json.loads(shard.read_text())} == {"save.py", "clean.py"}
     # The cache really is read: a forged entry for unchanged content is what comes back.
+    shard = shard_of(project, "save.py")
+    stored = json.loads(shard.read_text())
     stored["save.py"][1][0][1] = 99
-    cache_files[0].write_text(json.dumps(stored))
+    shard.write_text(json.dumps(stored))
     assert check() == [("save.py", "PFL201", 99)]
     # An edit changes the content key, so the file is checked afresh.
     (project / "save.py").write_text("\n" + SAVE)
     assert check() == [("save.py", "PFL201", 5)]
 
 
+def test_one_changed_file_rewrites_one_shard_of_the_results(project: Path) -> None:
+    """A pre-commit run reads and writes the shard of its file, not the results of the whole project."""
+    for index in range(40):
+        (project / f"module_{index}.py").write_text(f"import torch\nx = {index}\n")
+    assert check() == [("save.py", "PFL201", 4)]
+    before = {shard.name: shard.read_bytes() for shard in result_shards(project)}
+    assert len(before) > 8  # 42 files, 16 shards
+    (project / "save.py").write_text("\n" + SAVE)
+    assert check("save.py") == [("save.py", "PFL201", 5)]
+    after = {shard.name: shard.read_bytes() for shard in result_shards(project)}
+    assert [name for name in after if after[name] != before.get(name)] == [shard_of(project, "save.py").name]
+
+
 def test_other_rules_other_cache_and_no_cache_touches_nothing(project: Path) -> None:
     assert check("--select", "PFL3") == []
     assert check() == [("save.py", "PFL201", 4)]
-    assert len(list((project / FOLDER).glob("results-*.json"))) == 2
+    assert len(configurations(project)) == 2
     other = project / "other"
     other.mkdir()
     (other / "save.py").write_text(SAVE)
+    before = {shard: shard.read_bytes() for shard in result_shards(project)}
     assert check("--no-cache", str(other)) == [("other/save.py", "PFL201", 4)]
-    assert len(list((project / FOLDER).glob("results-*.json"))) == 2
+    assert {shard: shard.read_bytes() for shard in result_shards(project)} == before
 
 
 def test_corrupt_cache_is_ignored(project: Path) -> None:
     check()
-    (cache_file,) = (project / FOLDER).glob("results-*.json")
-    cache_file.write_text("{not json")
+    for shard in result_shards(project):
+        shard.write_text("{not json")
     assert check() == [("save.py", "PFL201", 4)]
 
 
@@ -105,7 +134,7 @@ def test_a_worker_leaves_ctrl_c_and_sigterm_to_the_parent() -> None:
 
 def test_rows_of_another_format_are_checked_afresh(project: Path) -> None:
     check()
-    (cache_file,) = (project / FOLDER).glob("results-*.json")
+    cache_file = shard_of(project, "save.py")
     stored = json.loads(cache_file.read_text())
     assert stored["save.py"][1][0][-2] == [["guard", "dist.get_rank() == 0"], ["import", ""]]  # the fix plan survives
     stored["save.py"][1][0] = stored["save.py"][1][0][:-3]  # a malformed row: three fields short
@@ -190,8 +219,7 @@ def test_a_file_left_unparsed_by_the_project_is_checked_again_when_the_project_c
     )
     monkeypatch.chdir(tmp_path)
     assert check() == [] and check("broken.py") == []
-    (cached,) = (tmp_path / FOLDER).glob("results-*.json")
-    assert json.loads(cached.read_text())["broken.py"][2] == [["wrapper-reaches-file", ["DataParallel", str(tmp_path / "broken.py")], False]]
+    assert json.loads(shard_of(tmp_path, "broken.py").read_text())["broken.py"][2] == [["wrapper-reaches-file", ["DataParallel", str(tmp_path / "broken.py")], False]]
     train.write_text("import torch\nmodel = torch.nn.DataParallel(build())\n")
     assert check("broken.py") == [("broken.py", "PFL000", 2)]
     assert check("--no-cache") == [("broken.py", "PFL000", 2)]

@@ -41,6 +41,17 @@ def write_json_atomically(folder: Path, name: str, document: object) -> None:
         raise
 
 
+def read_json_object(path: Path) -> dict[str, list]:
+    """A JSON object written by write_json_atomically; empty where there is none yet, or an unreadable one (what it
+    kept is worked out afresh)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            found = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
 class SummaryStore:
     """Summary rows by content key, and facts kept beside them (SETS_UP); `None` as the folder keeps them in memory
     only. The rows are kept in shards, one
@@ -63,13 +74,7 @@ class SummaryStore:
         self._stamps_dirty = False
 
     def _read(self, name: str) -> dict[str, list]:
-        if self._folder is None:
-            return {}
-        try:
-            found = json.loads((self._folder / name).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}  # no cache yet, or an unreadable one: start afresh
-        return found if isinstance(found, dict) else {}
+        return read_json_object(self._folder / name) if self._folder is not None else {}
 
     def _shard(self, key: str) -> tuple[str, dict[str, list]]:
         name = key[:2]
