@@ -357,3 +357,26 @@ def test_a_walk_serves_its_folder_however_it_is_named(folder: Path) -> None:
     assert excluder.walk(str(folder), print) == (
         [str(folder / "train.py"), str(folder / "pkg" / "model.py")], [str(folder / "scripts" / "run.sh")]
     )
+
+
+@pytest.mark.parametrize(
+    ("given", "shown"),
+    [
+        ("a.py", "a.py"),
+        ("./a.py", "a.py"),
+        ("sub/./c.py", "sub/c.py"),
+        ("sub//d.py", "sub/d.py"),
+        ("sub/../b.py", "b.py"),
+        ("../outside.py", "../outside.py"),  # outside the working directory: as given
+        ("sub/../../outside.py", "sub/../../outside.py"),
+        ("INSIDE/sub/e.py", "sub/e.py"),  # absolute, inside
+        ("/elsewhere/f.py", "/elsewhere/f.py"),  # absolute, outside
+    ],
+)
+def test_paths_are_shown_relative_to_the_working_directory_as_ruff_shows_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: str, shown: str
+) -> None:
+    from pitfall_lint.files import display_path
+
+    monkeypatch.chdir(tmp_path)
+    assert display_path(given.replace("INSIDE", str(tmp_path))) == shown
