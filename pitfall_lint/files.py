@@ -277,8 +277,8 @@ def discover(
 def display_path(path: str) -> str:
     """Relative to the working directory when inside it, as ruff prints paths."""
     if not os.path.isabs(path):
-        # What a walk of the working directory yields: the path itself, normalised (relpath cost 6 ms of Lightning's
-        # cold check, for the same answer).
+        # What a walk of the working directory yields: the path itself, normalised (abspath and relpath took 4 ms over
+        # Lightning's 646 files, for the same answer).
         normalised = os.path.normpath(path)
         if normalised != os.curdir and normalised != os.pardir and not normalised.startswith(os.pardir + os.sep):
             return normalised
